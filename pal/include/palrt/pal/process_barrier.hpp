@@ -1,0 +1,87 @@
+// FlushProcessWriteBuffers(): a process-wide memory barrier.
+//
+// After flush_process_write_buffers() returns, every other thread of the process has
+// executed a full memory barrier at some point between the call's start and its return.
+// This lets a hot path pay only a compiler barrier while a rare slow path pays for both
+// sides (asymmetric fences: RCU-style grace periods, GC suspension, handle-table sweeps).
+//
+// Strategies, chosen once at initialisation, first that works:
+//   membarrier  MEMBARRIER_CMD_PRIVATE_EXPEDITED after registration. ~0.6 us on 2 CPUs.
+//   mprotect    toggle the protection of a locked helper page under a mutex: the TLB
+//               shootdown IPIs every CPU running this mm (CoreCLR's and folly's fallback).
+//               x86-64 only: arm64 invalidates TLBs by broadcast without an IPI. ~3 us.
+//   signal      signal every thread listed in /proc/self/task; each handler fences and
+//               acknowledges (musl's fallback; any architecture). ~10-30 us, grows with
+//               the thread count. Threads must not block the palrt signal (see below).
+// PALRT_BARRIER=membarrier|mprotect|signal forces one (read once, not under AT_SECURE).
+//
+// Initialisation depends on nothing else in palrt being initialised, and runs on first use
+// if nobody called initialize_process_barrier() first.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <system_error>
+
+namespace palrt::pal {
+
+enum class barrier_strategy { membarrier, mprotect, signal };
+
+std::string_view to_string(barrier_strategy s) noexcept;
+std::optional<barrier_strategy> parse_barrier_strategy(std::string_view name) noexcept;
+
+// The signal the signal strategy uses (SIGRTMAX - 1). Blocking it in a thread makes
+// a flush wait until that thread unblocks it or exits.
+int barrier_signal_number() noexcept;
+
+// Whether initialisation may register for membarrier. The startup orderings map onto this:
+// registered-first and threads-first register (at different times), no-membarrier does not.
+enum class registration_mode { register_membarrier, skip_membarrier };
+
+struct process_barrier_state {
+  barrier_strategy strategy;
+  bool forced = false;               // chosen through PALRT_BARRIER
+  std::uint32_t membarrier_mask = 0; // QUERY result (0 when denied or skipped)
+  int registration_error = 0;        // errno of a failed registration, 0 if none / skipped
+  bool registered = false;           // this process is registered for PRIVATE_EXPEDITED
+  int threads_at_registration = 0;   // census when registration ran, 0 when it did not
+  std::int64_t registration_started_ns = 0;  // CLOCK_MONOTONIC
+  std::int64_t registration_ns = 0;          // QUERY + REGISTER duration
+};
+
+// Thrown when no strategy can be set up, or when the forced one is unavailable.
+// code() carries the errno of the failure.
+class barrier_error : public std::system_error {
+ public:
+  using std::system_error::system_error;
+};
+
+// Chooses and sets up the strategy (idempotent: later calls return the first result and
+// ignore their argument). Thread-safe. Throws barrier_error.
+const process_barrier_state& initialize_process_barrier(
+    registration_mode mode = registration_mode::register_membarrier);
+
+// The state, or nullptr before initialisation.
+const process_barrier_state* process_barrier_state_if_initialized() noexcept;
+
+// The barrier. Initialises with register_membarrier on first use (and then aborts with a
+// message if no strategy works; call initialize_process_barrier() to handle that instead).
+void flush_process_write_buffers();
+
+// One strategy instance of its own, independent of the process's choice: for the doctor
+// report and the benchmarks, which compare strategies in one run. Throws barrier_error when
+// the strategy cannot work here. The membarrier instance registers if needed.
+class barrier_instance {
+ public:
+  virtual ~barrier_instance() = default;
+  virtual barrier_strategy strategy() const noexcept = 0;
+  virtual void flush() noexcept = 0;
+};
+std::unique_ptr<barrier_instance> make_barrier_instance(barrier_strategy s);
+
+}  // namespace palrt::pal
+
+// CoreCLR's name for the same operation, for hosts porting PAL code.
+inline void FlushProcessWriteBuffers() { palrt::pal::flush_process_write_buffers(); }

@@ -1,0 +1,74 @@
+// The one way palrt starts a thread.
+//
+// start_thread() makes sure the process registered for membarrier before the new thread
+// exists (as musl does at its first pthread_create), so "register while single-threaded"
+// holds by construction rather than by convention. Two policies exist only to reproduce the
+// old, slow orderings (see startup/ordering.hpp): `deferred` (the host registers later,
+// after its threads: CoreCLR's order before the fix) and `never` (no membarrier at all).
+//
+// Threads run on Boost.Thread, are named (visible in /proc/<pid>/task/<tid>/comm, gdb, perf;
+// at most 15 characters, longer names are cut) and can have a chosen stack size.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <system_error>
+
+namespace palrt::pal {
+
+enum class registration_policy {
+  before_first_thread,  // default: register (if not yet) before starting any thread
+  deferred,             // the host registers itself later (threads-first ordering)
+  never,                // never register (no-membarrier ordering)
+};
+
+// Process-wide; set it before the first start_thread(). Returns the previous policy.
+registration_policy set_registration_policy(registration_policy p) noexcept;
+registration_policy current_registration_policy() noexcept;
+
+struct thread_options {
+  std::string name;            // <= 15 characters are kept
+  std::size_t stack_size = 0;  // 0 = Boost's default
+};
+
+// Thrown when a thread cannot be started; code() holds the errno (EAGAIN under
+// RLIMIT_NPROC or when the kernel is out of threads).
+class thread_start_error : public std::system_error {
+ public:
+  thread_start_error(int error, const std::string& thread_name);
+  const std::string& thread_name() const noexcept { return name_; }
+
+ private:
+  std::string name_;
+};
+
+// A started thread. Joining is explicit; destroying a joinable managed_thread detaches it
+// (the owner decided it could not wait any longer) and is reported by the owner, not here.
+class managed_thread {
+ public:
+  managed_thread() noexcept;
+  managed_thread(managed_thread&&) noexcept;
+  managed_thread& operator=(managed_thread&&) noexcept;
+  ~managed_thread();
+
+  bool joinable() const noexcept;
+  // Waits up to `timeout`; true if the thread finished and was joined.
+  bool join_for(std::chrono::nanoseconds timeout);
+  void join();
+  const std::string& name() const noexcept { return name_; }
+
+ private:
+  friend managed_thread start_thread(const thread_options&, std::function<void()>);
+  struct impl;
+  std::unique_ptr<impl> impl_;
+  std::string name_;
+};
+
+// Starts `body` on a new thread. Throws thread_start_error, or barrier_error if the
+// registration the policy requires cannot be set up.
+managed_thread start_thread(const thread_options& options, std::function<void()> body);
+
+}  // namespace palrt::pal

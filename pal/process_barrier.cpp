@@ -1,0 +1,149 @@
+// The process-wide choice of barrier strategy and flush_process_write_buffers().
+#include "palrt/pal/process_barrier.hpp"
+
+#include <sys/auxv.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "internal/barrier_strategies.hpp"
+#include "internal/membarrier_syscall.h"
+#include "palrt/pal/membarrier.hpp"
+#include "palrt/pal/thread_census.hpp"
+
+namespace palrt::pal {
+namespace {
+
+// Both are written once under init_mutex; `active` is then only read.
+std::mutex init_mutex;
+process_barrier_state state;
+// acquire/release: a thread that sees the instance also sees `state`, written before it.
+std::atomic<barrier_instance*> active{nullptr};
+
+std::optional<barrier_strategy> forced_strategy() {
+  // Not under AT_SECURE: a setuid program must not let its caller pick its barrier.
+  const char* value = ::secure_getenv("PALRT_BARRIER");
+  if (!value || !*value) return std::nullopt;
+  if (auto s = parse_barrier_strategy(value)) return s;
+  throw barrier_error(EINVAL, std::generic_category(),
+                      std::string("PALRT_BARRIER=") + value + " is not one of membarrier, mprotect, signal");
+}
+
+std::unique_ptr<barrier_instance> make(barrier_strategy s, bool automatic) {
+  switch (s) {
+    case barrier_strategy::membarrier: return internal::make_membarrier_barrier(false);
+    case barrier_strategy::mprotect: return internal::make_mprotect_barrier(automatic);
+    case barrier_strategy::signal: return internal::make_signal_barrier();
+  }
+  throw barrier_error(EINVAL, std::generic_category(), "unknown barrier strategy");
+}
+
+void register_membarrier(process_barrier_state& st) {
+  palrt_registration reg;
+  palrt_membarrier_register(&reg);
+  // The census comes after the timed registration so it does not inflate registration_ns;
+  // nothing in this process starts a thread in between (the factory waits on init_mutex).
+  st.threads_at_registration = threads_in_process();
+  st.membarrier_mask = reg.mask;
+  st.registration_error = reg.error;
+  st.registered = reg.error == 0;
+  st.registration_started_ns = reg.started_ns;
+  st.registration_ns = reg.duration_ns;
+}
+
+}  // namespace
+
+std::string_view to_string(barrier_strategy s) noexcept {
+  switch (s) {
+    case barrier_strategy::membarrier: return "membarrier";
+    case barrier_strategy::mprotect: return "mprotect";
+    case barrier_strategy::signal: return "signal";
+  }
+  return "unknown";
+}
+
+std::optional<barrier_strategy> parse_barrier_strategy(std::string_view name) noexcept {
+  for (auto s : {barrier_strategy::membarrier, barrier_strategy::mprotect, barrier_strategy::signal})
+    if (name == to_string(s)) return s;
+  return std::nullopt;
+}
+
+int barrier_signal_number() noexcept { return SIGRTMAX - 1; }
+
+const process_barrier_state& initialize_process_barrier(registration_mode mode) {
+  std::lock_guard lock(init_mutex);
+  if (active.load(std::memory_order_relaxed)) return state;
+
+  process_barrier_state st{};
+  const auto forced = forced_strategy();
+  if (mode == registration_mode::register_membarrier) register_membarrier(st);
+
+  std::unique_ptr<barrier_instance> chosen;
+  if (forced) {
+    if (*forced == barrier_strategy::membarrier && mode == registration_mode::skip_membarrier)
+      throw barrier_error(EINVAL, std::generic_category(),
+                          "PALRT_BARRIER=membarrier contradicts the no-membarrier ordering");
+    if (*forced == barrier_strategy::membarrier && !st.registered)
+      throw barrier_error(st.registration_error, std::generic_category(),
+                          "PALRT_BARRIER=membarrier but registration failed");
+    chosen = make(*forced, /*automatic=*/false);
+    st.forced = true;
+  } else {
+    // First that works: membarrier (only if registered), mprotect, signal.
+    std::system_error last(ENOSYS, std::generic_category());
+    for (auto s : {barrier_strategy::membarrier, barrier_strategy::mprotect, barrier_strategy::signal}) {
+      if (s == barrier_strategy::membarrier && !st.registered) continue;
+      try {
+        chosen = make(s, /*automatic=*/true);
+        break;
+      } catch (const barrier_error& e) {
+        last = e;
+      }
+    }
+    if (!chosen)
+      throw barrier_error(last.code(), std::string("no process barrier strategy works: ") + last.what());
+  }
+  st.strategy = chosen->strategy();
+  state = st;
+  // Intentionally never destroyed: any thread may flush until the process is gone, even
+  // after static destructors have run.
+  active.store(chosen.release(), std::memory_order_release);
+  return state;
+}
+
+const process_barrier_state* process_barrier_state_if_initialized() noexcept {
+  return active.load(std::memory_order_acquire) ? &state : nullptr;
+}
+
+void flush_process_write_buffers() {
+  barrier_instance* b = active.load(std::memory_order_acquire);
+  if (__builtin_expect(b == nullptr, 0)) {
+    try {
+      initialize_process_barrier();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "palrt: FlushProcessWriteBuffers: %s\n", e.what());
+      std::abort();
+    }
+    b = active.load(std::memory_order_acquire);
+  }
+  b->flush();
+}
+
+std::unique_ptr<barrier_instance> make_barrier_instance(barrier_strategy s) {
+  if (s == barrier_strategy::membarrier) return internal::make_membarrier_barrier(true);
+  return make(s, /*automatic=*/false);
+}
+
+namespace internal {
+void barrier_failed(const char* strategy, int error) noexcept {
+  std::fprintf(stderr, "palrt: %s process barrier failed: %s\n", strategy, std::strerror(error));
+  std::abort();
+}
+}  // namespace internal
+
+}  // namespace palrt::pal

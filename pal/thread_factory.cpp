@@ -1,0 +1,126 @@
+#include "palrt/pal/thread_factory.hpp"
+
+#include <pthread.h>
+
+#include <atomic>
+#include <boost/thread/thread.hpp>
+#include <cerrno>
+#include <cstring>
+
+#include "internal/thread_start_faults.hpp"
+#include "palrt/pal/process_barrier.hpp"
+#include "palrt/pal/wake_event.hpp"
+
+namespace palrt::pal {
+namespace {
+
+// relaxed: the policy is set once, before the first thread, by the thread that starts it.
+std::atomic<registration_policy> policy{registration_policy::before_first_thread};
+
+// Fault injection (tests): starts left before the injected failure, and its errno.
+std::atomic<int> fault_countdown{-1};
+std::atomic<int> fault_error{0};
+
+int injected_failure() noexcept {
+  if (fault_error.load(std::memory_order_relaxed) == 0) return 0;
+  if (fault_countdown.fetch_sub(1, std::memory_order_relaxed) != 0) return 0;
+  return fault_error.exchange(0, std::memory_order_relaxed);
+}
+
+void ensure_registration_for_thread_start() {
+  if (process_barrier_state_if_initialized()) return;
+  switch (policy.load(std::memory_order_relaxed)) {
+    case registration_policy::before_first_thread:
+      initialize_process_barrier(registration_mode::register_membarrier);
+      break;
+    case registration_policy::never:
+      initialize_process_barrier(registration_mode::skip_membarrier);
+      break;
+    case registration_policy::deferred:
+      break;  // the host registers after its threads exist, on purpose
+  }
+}
+
+}  // namespace
+
+registration_policy set_registration_policy(registration_policy p) noexcept {
+  return policy.exchange(p, std::memory_order_relaxed);
+}
+
+registration_policy current_registration_policy() noexcept {
+  return policy.load(std::memory_order_relaxed);
+}
+
+thread_start_error::thread_start_error(int error, const std::string& thread_name)
+    : std::system_error(error, std::generic_category(), "cannot start thread '" + thread_name + "'"),
+      name_(thread_name) {}
+
+struct managed_thread::impl {
+  boost::thread thread;
+  // Set by the thread as the very last thing it does, so join_for can wait with a timeout
+  // without Boost.Chrono. Shared: a detached thread may outlive its managed_thread.
+  std::shared_ptr<wake_event> finished = std::make_shared<wake_event>();
+};
+
+managed_thread::managed_thread() noexcept = default;
+managed_thread::managed_thread(managed_thread&&) noexcept = default;
+managed_thread& managed_thread::operator=(managed_thread&& other) noexcept {
+  if (this != &other) {
+    if (joinable()) impl_->thread.detach();
+    impl_ = std::move(other.impl_);
+    name_ = std::move(other.name_);
+  }
+  return *this;
+}
+
+managed_thread::~managed_thread() {
+  if (joinable()) impl_->thread.detach();
+}
+
+bool managed_thread::joinable() const noexcept { return impl_ && impl_->thread.joinable(); }
+
+bool managed_thread::join_for(std::chrono::nanoseconds timeout) {
+  if (!joinable()) return true;
+  if (!impl_->finished->wait_for(timeout)) return false;
+  impl_->thread.join();  // the thread is past its last statement: this returns promptly
+  return true;
+}
+
+void managed_thread::join() {
+  if (joinable()) impl_->thread.join();
+}
+
+managed_thread start_thread(const thread_options& options, std::function<void()> body) {
+  ensure_registration_for_thread_start();
+  if (int err = injected_failure()) throw thread_start_error(err, options.name);
+
+  managed_thread result;
+  result.impl_ = std::make_unique<managed_thread::impl>();
+  result.name_ = options.name.substr(0, 15);  // the kernel keeps 15 characters plus NUL
+  boost::thread::attributes attributes;
+  if (options.stack_size) attributes.set_stack_size(options.stack_size);
+  try {
+    result.impl_->thread = boost::thread(
+        attributes, [name = result.name_, finished = result.impl_->finished, body = std::move(body)] {
+          // Named from inside: no race with a thread that exits before its creator names it.
+          pthread_setname_np(pthread_self(), name.c_str());
+          struct signal_on_exit {
+            wake_event& event;
+            ~signal_on_exit() { event.set(); }
+          } guard{*finished};
+          body();
+        });
+  } catch (const boost::system::system_error& e) {
+    throw thread_start_error(e.code().value() ? e.code().value() : EAGAIN, options.name);
+  }
+  return result;
+}
+
+namespace internal {
+void inject_thread_start_failure(int successful_starts_first, int error) noexcept {
+  fault_countdown.store(successful_starts_first, std::memory_order_relaxed);
+  fault_error.store(error, std::memory_order_relaxed);
+}
+}  // namespace internal
+
+}  // namespace palrt::pal

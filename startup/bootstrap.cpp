@@ -1,0 +1,86 @@
+#include "palrt/startup/bootstrap.hpp"
+
+#include <cstring>
+#include <new>
+
+#include "pal/internal/membarrier_syscall.h"
+#include "palrt/pal/thread_factory.hpp"
+
+namespace palrt::startup {
+namespace {
+
+pal::registration_policy policy_for(ordering o) {
+  switch (o) {
+    case ordering::registered_first: return pal::registration_policy::before_first_thread;
+    case ordering::threads_first: return pal::registration_policy::deferred;
+    case ordering::no_membarrier: return pal::registration_policy::never;
+  }
+  return pal::registration_policy::before_first_thread;
+}
+
+std::string describe_failure(std::string_view phase, const std::system_error& e) {
+  std::string what = "palrt startup: phase '" + std::string(phase) + "' failed: " + e.what();
+  if (e.code().category() == std::generic_category() || e.code().category() == std::system_category()) {
+    if (const char* name = strerrorname_np(e.code().value())) what += std::string(" [") + name + "]";
+  }
+  return what;
+}
+
+// Stops phases [0, count) in reverse order; returns the names of those that did not stop.
+std::vector<std::string> stop_phases(std::vector<std::unique_ptr<phase>>& phases, std::size_t count,
+                                     runtime_services& services, std::chrono::nanoseconds timeout) {
+  std::vector<std::string> not_stopped;
+  for (std::size_t i = count; i-- > 0;)
+    if (!phases[i]->stop(services, timeout)) not_stopped.emplace_back(phases[i]->name());
+  return not_stopped;
+}
+
+}  // namespace
+
+startup_error::startup_error(std::string phase, std::error_code code, const std::string& what)
+    : std::system_error(code, what), phase_(std::move(phase)) {}
+
+runtime::runtime(const options& opts) : options_(opts), phases_(make_phases(opts)) {
+  report_.order = opts.order;
+}
+
+runtime::~runtime() { shutdown(); }
+
+const shutdown_report& runtime::shutdown() {
+  if (shut_down_) return shutdown_report_;
+  shut_down_ = true;
+  const std::int64_t t0 = palrt_monotonic_ns();
+  shutdown_report_.not_joined = stop_phases(phases_, phases_.size(), services_, options_.stop_timeout);
+  shutdown_report_.duration_ns = palrt_monotonic_ns() - t0;
+  return shutdown_report_;
+}
+
+std::unique_ptr<runtime> bootstrap(const options& opts) {
+  pal::set_registration_policy(policy_for(opts.order));
+  std::unique_ptr<runtime> rt(new runtime(opts));  // private constructor: no make_unique
+  auto& phases = rt->phases_;
+  rt->report_.phases.reserve(phases.size());
+
+  const std::int64_t t0 = palrt_monotonic_ns();
+  for (std::size_t i = 0; i < phases.size(); ++i) {
+    const std::int64_t start = palrt_monotonic_ns();
+    try {
+      phases[i]->start(rt->services_);
+    } catch (const std::system_error& e) {
+      stop_phases(phases, i, rt->services_, opts.stop_timeout);
+      rt->shut_down_ = true;  // nothing left to stop
+      throw startup_error(std::string(phases[i]->name()), e.code(), describe_failure(phases[i]->name(), e));
+    } catch (...) {
+      stop_phases(phases, i, rt->services_, opts.stop_timeout);
+      rt->shut_down_ = true;
+      throw;
+    }
+    const std::int64_t end = palrt_monotonic_ns();
+    rt->report_.phases.push_back({std::string(phases[i]->name()), start - t0, end - start});
+  }
+  rt->report_.bootstrap_ns = palrt_monotonic_ns() - t0;
+  if (const auto* barrier = pal::process_barrier_state_if_initialized()) rt->report_.barrier = *barrier;
+  return rt;
+}
+
+}  // namespace palrt::startup

@@ -1,0 +1,102 @@
+// palrt::startup::bootstrap(): start a runtime in the right order.
+//
+//   auto rt = palrt::startup::bootstrap({});   // registered-first
+//   ... the host runs; rt->services() has the finalizer and the sync manager ...
+//   rt->shutdown();                            // or let the destructor do it
+//
+// Phases, in order, each timed (CLOCK_MONOTONIC): process barrier (membarrier registration
+// while the process has one thread, strategy choice), finalizer thread, sync manager. The
+// ordering (ordering.hpp) only exists to reproduce old, slower orders.
+//
+// Failure: if a phase fails, the phases already started are stopped in reverse order, no
+// thread of theirs is left behind, and startup_error names the phase and carries its errno.
+// bootstrap() does not catch anything else: std::bad_alloc propagates after the same unwind.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "palrt/pal/process_barrier.hpp"
+#include "palrt/startup/ordering.hpp"
+#include "palrt/startup/phase.hpp"
+
+namespace palrt::startup {
+
+enum class sync_worker_start {
+  lazy,   // at the first request that needs it (the default)
+  eager,  // during bootstrap, like CoreCLR's PAL (the CLI and the benchmark use this)
+};
+
+struct options {
+  ordering order = ordering::registered_first;
+  sync_worker_start sync_worker = sync_worker_start::lazy;
+  // How long shutdown (and unwinding after a failure) waits for each service thread.
+  std::chrono::milliseconds stop_timeout{2000};
+};
+
+class startup_error : public std::system_error {
+ public:
+  startup_error(std::string phase, std::error_code code, const std::string& what);
+  // The phase that failed: "process-barrier", "finalizer", "sync-manager".
+  const std::string& phase() const noexcept { return phase_; }
+
+ private:
+  std::string phase_;
+};
+
+struct phase_record {
+  std::string name;
+  std::int64_t start_ns = 0;     // from the start of the bootstrap
+  std::int64_t duration_ns = 0;
+};
+
+struct startup_report {
+  ordering order = ordering::registered_first;
+  std::vector<phase_record> phases;
+  // From the start of the first phase until the last finished: for registered-first, from
+  // the start of registration until every service thread is running.
+  std::int64_t bootstrap_ns = 0;
+  pal::process_barrier_state barrier;  // strategy, mask, registration timing and census
+};
+
+struct shutdown_report {
+  std::int64_t duration_ns = 0;
+  std::vector<std::string> not_joined;  // phases whose threads missed the stop timeout
+  bool clean() const noexcept { return not_joined.empty(); }
+};
+
+class runtime {
+ public:
+  runtime(const runtime&) = delete;
+  runtime& operator=(const runtime&) = delete;
+  // Shuts down if shutdown() was not called.
+  ~runtime();
+
+  const startup_report& report() const noexcept { return report_; }
+  runtime_services& services() noexcept { return services_; }
+
+  // Stops every phase in reverse order. Idempotent: later calls return the first report.
+  const shutdown_report& shutdown();
+
+ private:
+  friend std::unique_ptr<runtime> bootstrap(const options&);
+  explicit runtime(const options& opts);
+
+  options options_;
+  std::vector<std::unique_ptr<phase>> phases_;
+  runtime_services services_;
+  startup_report report_;
+  shutdown_report shutdown_report_;
+  bool shut_down_ = false;
+};
+
+// Throws startup_error. Call it once per process, from the thread that will own the runtime,
+// before the host starts threads of its own (otherwise registration cannot take the fast
+// path; the report's barrier.threads_at_registration shows it).
+std::unique_ptr<runtime> bootstrap(const options& opts = {});
+
+}  // namespace palrt::startup

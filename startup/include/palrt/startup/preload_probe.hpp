@@ -1,0 +1,40 @@
+// Is the preload shim (libpalrt-preload.so) in this process, and did it register?
+//
+// Looked up with dlsym only when asked (for reports and the doctor), never on the startup
+// path. A host bootstrapped under the shim still calls REGISTER itself; the kernel answers
+// at once because the shim registered first, so the shim is who took the fast path.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "palrt/startup/bootstrap.hpp"
+
+namespace palrt::startup {
+
+struct preload_status {
+  bool registered = false;     // the shim registered this process
+  bool disabled = false;       // PALRT_PRELOAD=0
+  bool by_pthread_create = false;  // registered in its pthread_create hook, not its constructor
+  int error = 0;               // errno of a failed registration
+  int threads_at_registration = 0;
+  std::int64_t registration_ns = 0;
+};
+
+// nullopt when the shim is not loaded in this process.
+std::optional<preload_status> find_preload_shim() noexcept;
+
+enum class registration_origin { bootstrap, preload, none };
+std::string_view to_string(registration_origin o) noexcept;
+
+struct registration_summary {
+  registration_origin registered_by = registration_origin::none;
+  int threads_at_registration = 0;     // of the registration that mattered
+  std::int64_t registration_ns = 0;    // of the registration that mattered
+};
+
+// Who registered this process: the shim if it did, else the bootstrap if it did, else none.
+registration_summary summarize_registration(const startup_report& report) noexcept;
+
+}  // namespace palrt::startup

@@ -1,0 +1,15 @@
+// Facts about this machine that decide whether membarrier registration is slow: the kernel
+// takes the fast path with one thread or one online CPU, and rcu_expedited=1 turns the slow
+// path's grace period from ~16 ms into ~tens of microseconds. Read only for reports.
+#pragma once
+
+#include <string>
+
+namespace palrt::startup {
+
+// /sys/kernel/rcu_expedited: 0 or 1, -1 when unreadable.
+int rcu_expedited() noexcept;
+// uname -r.
+std::string kernel_release();
+
+}  // namespace palrt::startup

@@ -1,0 +1,50 @@
+/*
+ * What the preload shim (libpalrt-preload.so) publishes about the registration it did, so a
+ * palrt host in the same process can report `registered_by: preload`. The host finds it with
+ * dlsym(RTLD_DEFAULT, PALRT_PRELOAD_INFO_SYMBOL) only when it builds a report: nothing on the
+ * startup path looks for it, and a process without the shim simply finds no symbol.
+ */
+#ifndef PALRT_STARTUP_INTERNAL_PRELOAD_INFO_H
+#define PALRT_STARTUP_INTERNAL_PRELOAD_INFO_H
+
+#include "../../pal/internal/membarrier_syscall.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PALRT_PRELOAD_INFO_SYMBOL "palrt_preload_info"
+#define PALRT_PRELOAD_INFO_VERSION 1
+
+enum palrt_preload_state {
+  PALRT_PRELOAD_NOT_RUN = 0,   /* constructor has not run and no thread was created yet */
+  PALRT_PRELOAD_DISABLED = 1,  /* PALRT_PRELOAD=0 */
+  PALRT_PRELOAD_REGISTERED = 2,
+  PALRT_PRELOAD_FAILED = 3,    /* registration.error says why */
+};
+
+enum palrt_preload_trigger {
+  PALRT_PRELOAD_BY_CONSTRUCTOR = 1,
+  PALRT_PRELOAD_BY_PTHREAD_CREATE = 2, /* an earlier constructor started a thread first */
+};
+
+struct palrt_preload_info {
+  uint32_t version;          /* PALRT_PRELOAD_INFO_VERSION */
+  int state;                 /* enum palrt_preload_state */
+  int trigger;               /* enum palrt_preload_trigger */
+  /* Threads alive when the shim registered. The shim registers before the first
+   * pthread_create of the process returns, so this is 1 plus the threads created before the
+   * shim was loaded by means other than pthread_create (raw clone), which it cannot see; it
+   * is not read from /proc, which would cost ~15 us on every preloaded program. */
+  int threads_at_registration;
+  struct palrt_registration registration;
+};
+
+/* Exported by the shim; returns a pointer to its (immutable once set) record. */
+const struct palrt_preload_info* palrt_preload_info(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

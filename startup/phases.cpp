@@ -1,0 +1,68 @@
+// The bootstrap's phases. Each is small on purpose: the order lives in make_phases(), the
+// mechanism (timing, unwinding) in bootstrap.cpp.
+#include "palrt/pal/process_barrier.hpp"
+#include "palrt/startup/bootstrap.hpp"
+#include "palrt/startup/phase.hpp"
+
+namespace palrt::startup {
+namespace {
+
+// Registration (unless no-membarrier) and the choice of barrier strategy. Cannot be undone:
+// the kernel keeps a registration for the life of the process, and nothing needs undoing.
+class process_barrier_phase final : public phase {
+ public:
+  explicit process_barrier_phase(pal::registration_mode mode) : mode_(mode) {}
+  std::string_view name() const noexcept override { return "process-barrier"; }
+  void start(runtime_services&) override { pal::initialize_process_barrier(mode_); }
+  bool stop(runtime_services&, std::chrono::nanoseconds) noexcept override { return true; }
+
+ private:
+  pal::registration_mode mode_;
+};
+
+class finalizer_phase final : public phase {
+ public:
+  std::string_view name() const noexcept override { return "finalizer"; }
+  void start(runtime_services& s) override {
+    auto finalizer = std::make_unique<sync::finalizer_thread>();
+    finalizer->start();
+    s.finalizer = std::move(finalizer);
+  }
+  bool stop(runtime_services& s, std::chrono::nanoseconds timeout) noexcept override {
+    return !s.finalizer || s.finalizer->stop(timeout);
+  }
+};
+
+class sync_manager_phase final : public phase {
+ public:
+  explicit sync_manager_phase(sync_worker_start when) : when_(when) {}
+  std::string_view name() const noexcept override { return "sync-manager"; }
+  void start(runtime_services& s) override {
+    auto manager = std::make_unique<sync::sync_manager>();
+    if (when_ == sync_worker_start::eager) manager->ensure_worker_started();
+    s.sync_manager = std::move(manager);
+  }
+  bool stop(runtime_services& s, std::chrono::nanoseconds timeout) noexcept override {
+    return !s.sync_manager || s.sync_manager->stop(timeout);
+  }
+
+ private:
+  sync_worker_start when_;
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<phase>> make_phases(const options& opts) {
+  std::vector<std::unique_ptr<phase>> phases;
+  auto barrier = std::make_unique<process_barrier_phase>(
+      opts.order == ordering::no_membarrier ? pal::registration_mode::skip_membarrier
+                                            : pal::registration_mode::register_membarrier);
+  if (opts.order != ordering::threads_first) phases.push_back(std::move(barrier));
+  // Service phases; the handle table's phase will go here, before the finalizer's.
+  phases.push_back(std::make_unique<finalizer_phase>());
+  phases.push_back(std::make_unique<sync_manager_phase>(opts.sync_worker));
+  if (opts.order == ordering::threads_first) phases.push_back(std::move(barrier));
+  return phases;
+}
+
+}  // namespace palrt::startup

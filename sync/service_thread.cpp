@@ -1,0 +1,64 @@
+#include "palrt/sync/service_thread.hpp"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace palrt::sync {
+
+struct service_thread::shared_state {
+  work_fn work;
+  pal::wake_event wake;
+  pal::wake_event running;  // set once by the thread when it enters its loop
+  // release/acquire: the stopper's writes before stop() are visible to the final loop turn.
+  std::atomic<bool> stop{false};
+  std::atomic<pid_t> tid{0};
+  std::atomic<std::uint64_t> wakeups{0};  // relaxed: a statistic
+};
+
+service_thread::service_thread(std::string name, work_fn work)
+    : name_(std::move(name)), state_(std::make_shared<shared_state>()) {
+  state_->work = std::move(work);
+}
+
+service_thread::~service_thread() { stop(); }
+
+void service_thread::start() {
+  if (started()) return;
+  state_->stop.store(false, std::memory_order_relaxed);
+  // The closure co-owns the state and touches nothing else, so a thread detached after a
+  // missed stop deadline still has valid memory.
+  thread_ = pal::start_thread({name_, 0}, [state = state_] {
+    state->tid.store(static_cast<pid_t>(::syscall(SYS_gettid)), std::memory_order_relaxed);
+    state->running.set();
+    for (;;) {
+      state->wake.wait();
+      if (state->stop.load(std::memory_order_acquire)) break;
+      state->wakeups.fetch_add(1, std::memory_order_relaxed);
+      if (state->work) state->work(state->stop);
+    }
+  });
+  state_->running.wait();
+}
+
+void service_thread::wake() noexcept { state_->wake.set(); }
+
+bool service_thread::stop(std::chrono::nanoseconds timeout) {
+  if (!started()) return true;
+  state_->stop.store(true, std::memory_order_release);
+  state_->wake.set();
+  if (thread_.join_for(timeout)) return true;
+  thread_ = pal::managed_thread{};  // detaches; the owner reports the thread as not joined
+  return false;
+}
+
+bool service_thread::stop_requested() const noexcept {
+  return state_->stop.load(std::memory_order_acquire);
+}
+
+pid_t service_thread::tid() const noexcept { return state_->tid.load(std::memory_order_relaxed); }
+
+std::uint64_t service_thread::wakeups() const noexcept {
+  return state_->wakeups.load(std::memory_order_relaxed);
+}
+
+}  // namespace palrt::sync

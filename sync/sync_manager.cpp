@@ -1,0 +1,20 @@
+#include "palrt/sync/sync_manager.hpp"
+
+namespace palrt::sync {
+
+sync_manager::sync_manager()
+    : worker_("palrt-syncmgr", [](const std::atomic<bool>&) {
+        // The work queue arrives with the sync-manager issue.
+      }) {}
+
+void sync_manager::ensure_worker_started() {
+  std::lock_guard lock(start_mutex_);
+  worker_.start();
+}
+
+bool sync_manager::stop(std::chrono::nanoseconds timeout) {
+  std::lock_guard lock(start_mutex_);
+  return worker_.stop(timeout);
+}
+
+}  // namespace palrt::sync

@@ -1,0 +1,84 @@
+#include "report_output.hpp"
+
+#include <cinttypes>
+
+#include "palrt/pal/cpu.hpp"
+#include "palrt/startup/preload_probe.hpp"
+#include "palrt/startup/system_facts.hpp"
+
+namespace palrt::tools {
+namespace {
+
+// Every string printed here is one of palrt's own identifiers or the kernel release, which
+// contain no characters JSON needs escaped; escape anyway so that stays true by construction.
+void json_string(std::FILE* out, std::string_view s) {
+  std::fputc('"', out);
+  for (char c : s) {
+    if (c == '"' || c == '\\') std::fputc('\\', out);
+    if (static_cast<unsigned char>(c) < 0x20) {
+      std::fprintf(out, "\\u%04x", c);
+      continue;
+    }
+    std::fputc(c, out);
+  }
+  std::fputc('"', out);
+}
+
+}  // namespace
+
+void print_json_report(std::FILE* out, const run_facts& f) {
+  const auto& r = *f.startup;
+  const auto reg = startup::summarize_registration(r);
+  std::fputs("{\"order\":", out);
+  json_string(out, startup::to_string(r.order));
+  std::fprintf(out, ",\"membarrier_mask\":%" PRIu32 ",\"barrier_strategy\":", r.barrier.membarrier_mask);
+  json_string(out, pal::to_string(r.barrier.strategy));
+  std::fputs(",\"registered_by\":", out);
+  json_string(out, startup::to_string(reg.registered_by));
+  std::fprintf(out, ",\"threads_at_registration\":%d,\"registration_ns\":%" PRId64 ",\"registration_error\":%d",
+               reg.threads_at_registration, reg.registration_ns, r.barrier.registration_error);
+  std::fputs(",\"phases\":[", out);
+  for (std::size_t i = 0; i < r.phases.size(); ++i) {
+    std::fputs(i ? ",{\"name\":" : "{\"name\":", out);
+    json_string(out, r.phases[i].name);
+    std::fprintf(out, ",\"start_ns\":%" PRId64 ",\"duration_ns\":%" PRId64 "}", r.phases[i].start_ns,
+                 r.phases[i].duration_ns);
+  }
+  std::fprintf(out,
+               "],\"bootstrap_ns\":%" PRId64 ",\"shutdown_ns\":%" PRId64
+               ",\"shutdown_clean\":%s,\"extra_threads\":%d,\"processor_count\":%d,\"online_cpus\":%d"
+               ",\"rcu_expedited\":%d,\"kernel\":",
+               r.bootstrap_ns, f.shutdown_ns, f.shutdown_clean ? "true" : "false", f.extra_threads,
+               pal::processor_count(), pal::online_cpus(), startup::rcu_expedited());
+  json_string(out, startup::kernel_release());
+  std::fputs("}\n", out);
+}
+
+void print_text_report(std::FILE* out, const run_facts& f) {
+  const auto& r = *f.startup;
+  const auto reg = startup::summarize_registration(r);
+  std::fprintf(out, "order              %.*s\n", static_cast<int>(startup::to_string(r.order).size()),
+               startup::to_string(r.order).data());
+  std::fprintf(out, "barrier strategy   %s%s\n", std::string(pal::to_string(r.barrier.strategy)).c_str(),
+               r.barrier.forced ? " (forced by PALRT_BARRIER)" : "");
+  std::fprintf(out, "membarrier mask    0x%" PRIx32 "\n", r.barrier.membarrier_mask);
+  std::fprintf(out, "registered by      %s", std::string(startup::to_string(reg.registered_by)).c_str());
+  if (reg.registered_by != startup::registration_origin::none)
+    std::fprintf(out, " with %d thread%s alive, in %.1f us%s\n", reg.threads_at_registration,
+                 reg.threads_at_registration == 1 ? "" : "s", reg.registration_ns / 1e3,
+                 reg.threads_at_registration == 1 ? " (kernel fast path)" : " (RCU grace period)");
+  else
+    std::fprintf(out, "\n");
+  std::fprintf(out, "phases\n");
+  for (const auto& p : r.phases)
+    std::fprintf(out, "  %-16s start %9.1f us  took %9.1f us\n", p.name.c_str(), p.start_ns / 1e3,
+                 p.duration_ns / 1e3);
+  std::fprintf(out, "bootstrap          %.1f us\n", r.bootstrap_ns / 1e3);
+  std::fprintf(out, "shutdown           %.1f us (%d extra thread%s)%s\n", f.shutdown_ns / 1e3, f.extra_threads,
+               f.extra_threads == 1 ? "" : "s", f.shutdown_clean ? "" : ", NOT all threads joined");
+  std::fprintf(out, "processors         %d usable, %d online\n", pal::processor_count(), pal::online_cpus());
+  std::fprintf(out, "rcu_expedited      %d\n", startup::rcu_expedited());
+  std::fprintf(out, "kernel             %s\n", startup::kernel_release().c_str());
+}
+
+}  // namespace palrt::tools

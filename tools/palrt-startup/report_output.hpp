@@ -1,0 +1,22 @@
+// palrt-startup's reports: --report text (for people) and --report json (one object, for
+// scripts: bench-startup.sh takes medians of bootstrap_ns and shutdown_ns from it).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+
+#include "palrt/startup/bootstrap.hpp"
+
+namespace palrt::tools {
+
+struct run_facts {
+  const startup::startup_report* startup = nullptr;
+  std::int64_t shutdown_ns = 0;  // runtime shutdown plus joining the extra threads
+  int extra_threads = 0;
+  bool shutdown_clean = true;
+};
+
+void print_text_report(std::FILE* out, const run_facts& facts);
+void print_json_report(std::FILE* out, const run_facts& facts);
+
+}  // namespace palrt::tools
