@@ -16,13 +16,30 @@ long futex(std::atomic<std::uint32_t>* word, int op, std::uint32_t value, const 
                    value, timeout, nullptr, 0);
 }
 
+timespec deadline_after(std::chrono::nanoseconds timeout) {
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  long long ns = now.tv_nsec + timeout.count() % 1'000'000'000;
+  now.tv_sec += timeout.count() / 1'000'000'000 + ns / 1'000'000'000;
+  now.tv_nsec = ns % 1'000'000'000;
+  return now;
+}
+
 }  // namespace
 
+// The protocol is Dekker-shaped, so both sides use seq_cst: set() stores the signal, then
+// reads waiters_; a waiter counts itself in waiters_, then reads the state. At least one of
+// them sees the other, so a waiter either finds the signal or is woken by FUTEX_WAKE.
+
 void wake_event::set() noexcept {
-  // release: whatever the setter wrote before set() is visible to the waiter that consumes
-  // the signal with its acquire exchange.
-  if (state_.exchange(signalled, std::memory_order_release) == waiting)
-    futex(&state_, FUTEX_WAKE, 1, nullptr);
+  state_.store(signalled, std::memory_order_seq_cst);
+  if (waiters_.load(std::memory_order_seq_cst) != 0) futex(&state_, FUTEX_WAKE, 1, nullptr);
+}
+
+bool wake_event::try_consume() noexcept {
+  std::uint32_t expected = signalled;
+  // acquire: what the setter wrote before set() is visible after a successful consume.
+  return state_.compare_exchange_strong(expected, clear, std::memory_order_acquire, std::memory_order_relaxed);
 }
 
 void wake_event::wait() noexcept {
@@ -31,38 +48,27 @@ void wake_event::wait() noexcept {
 }
 
 bool wake_event::wait_for(std::chrono::nanoseconds timeout) noexcept {
+  if (try_consume()) return true;
   const bool forever = timeout == std::chrono::nanoseconds::max();
-  timespec deadline{};
-  if (!forever) {
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    auto total = deadline.tv_nsec + timeout.count() % 1'000'000'000;
-    deadline.tv_sec += timeout.count() / 1'000'000'000 + total / 1'000'000'000;
-    deadline.tv_nsec = total % 1'000'000'000;
-  }
+  const timespec deadline = forever ? timespec{} : deadline_after(timeout);
+  waiters_.fetch_add(1, std::memory_order_seq_cst);
+  bool consumed = false;
   for (;;) {
-    // acquire: pairs with set()'s release.
-    std::uint32_t s = state_.exchange(clear, std::memory_order_acquire);
-    if (s == signalled) return true;
-    // Announce that we sleep; if a set() slipped in between, consume it instead.
-    std::uint32_t expected = clear;
-    if (!state_.compare_exchange_strong(expected, waiting, std::memory_order_acquire)) continue;
-    timespec left{};
-    if (!forever) {
-      timespec now;
-      clock_gettime(CLOCK_MONOTONIC, &now);
-      long long ns = (deadline.tv_sec - now.tv_sec) * 1'000'000'000LL + (deadline.tv_nsec - now.tv_nsec);
-      if (ns <= 0) {
-        // Withdraw the announcement; a set() that raced us leaves `signalled`, which we take.
-        expected = waiting;
-        if (state_.compare_exchange_strong(expected, clear, std::memory_order_acquire)) return false;
-        continue;
-      }
-      left.tv_sec = ns / 1'000'000'000;
-      left.tv_nsec = ns % 1'000'000'000;
+    if (state_.load(std::memory_order_seq_cst) == signalled && try_consume()) {
+      consumed = true;
+      break;
     }
-    // FUTEX_WAIT's timeout is relative; EAGAIN/EINTR/ETIMEDOUT all loop to recheck the state.
-    futex(&state_, FUTEX_WAIT, waiting, forever ? nullptr : &left);
+    // FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC deadline; it returns at once if
+    // the word is no longer `clear` (a set() raced us). EINTR and spurious wake-ups loop.
+    long r = ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&state_), FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG,
+                       clear, forever ? nullptr : &deadline, nullptr, FUTEX_BITSET_MATCH_ANY);
+    if (r != 0 && errno == ETIMEDOUT) {
+      consumed = try_consume();  // a set() that landed at the deadline still counts
+      break;
+    }
   }
+  waiters_.fetch_sub(1, std::memory_order_seq_cst);
+  return consumed;
 }
 
 }  // namespace palrt::pal

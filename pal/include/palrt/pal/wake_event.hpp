@@ -1,9 +1,11 @@
 // An auto-reset event on a futex: the wait primitive of palrt's service threads.
 //
 // set() wakes one waiter, or makes the next wait() return at once; wait() consumes the
-// signal. It has one waiter at a time (the thread that owns it); any number of threads may
-// set() it. An idle waiter sleeps in the kernel (FUTEX_WAIT) and costs nothing; set() on an
-// event nobody waits for is one atomic exchange and no syscall.
+// signal, so one set() releases one wait(); set() on an event already signalled does
+// nothing (signals coalesce, as with a Win32 auto-reset event). Any number of threads may
+// wait and set.
+// An idle waiter sleeps in the kernel (FUTEX_WAIT) and costs nothing; set() on an event
+// nobody waits for is two atomic operations and no syscall.
 #pragma once
 
 #include <atomic>
@@ -24,8 +26,10 @@ class wake_event {
   bool wait_for(std::chrono::nanoseconds timeout) noexcept;
 
  private:
-  static constexpr std::uint32_t clear = 0, signalled = 1, waiting = 2;
-  std::atomic<std::uint32_t> state_{clear};
+  bool try_consume() noexcept;
+  static constexpr std::uint32_t clear = 0, signalled = 1;
+  std::atomic<std::uint32_t> state_{clear};  // the futex word
+  std::atomic<std::uint32_t> waiters_{0};
 };
 
 }  // namespace palrt::pal

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Times whole-process startup under hyperfine: palrt-startup in each ordering, the C floor,
+# and the preload shim, each beside the baseline it is judged against. Then prints (and writes
+# to results/summary.md) medians, ratios, the phase timings palrt-startup reports, and the
+# machine facts that decide whether registration hits the kernel's slow path; and draws
+# results/startup.png.
+#
+#   RUNS=200 REPORT_RUNS=50 scripts/bench-startup.sh
+#
+# Needs a build in build/ (scripts/run.sh makes one and then runs this).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+runs=${RUNS:-200}
+report_runs=${REPORT_RUNS:-50}
+for n in "$runs" "$report_runs"; do
+  if ! [[ $n =~ ^[1-9][0-9]*$ ]]; then
+    echo "bench-startup: RUNS and REPORT_RUNS must be positive integers (got '$n')" >&2
+    exit 2
+  fi
+done
+if [ "$runs" -lt 100 ]; then
+  echo "bench-startup: RUNS=$runs: fewer than 100 runs is fine for a smoke test, not for the record" >&2
+fi
+
+startup=build/tools/palrt-startup/palrt-startup
+reference=build/tools/reference/palrt-startup-reference
+# Absolute, so the preload still applies if a program changes directory.
+shim=$PWD/build/startup/preload/libpalrt-preload.so
+for f in "$startup" "$reference" "$shim"; do
+  if [ ! -f "$f" ]; then
+    echo "bench-startup: $f is missing; build first (scripts/run.sh, or scripts/build.sh build)" >&2
+    exit 1
+  fi
+done
+# Debian's python3: the first python3 on PATH may be a pyenv one without matplotlib.
+# Checked now rather than after minutes of benchmarking.
+python=/usr/bin/python3
+if ! "$python" -c 'import matplotlib' 2>/dev/null; then
+  echo "bench-startup: $python cannot import matplotlib; run scripts/setup.sh" >&2
+  exit 1
+fi
+
+mkdir -p results
+
+# Rows in this order; startup_report.py compares each row with the nearest baseline row at
+# or above it (--baselines, 1-based): rows 2-4 with 1, row 6 with 5, row 8 with 7. The `env`
+# baselines give the shim rows the same extra exec they pay themselves.
+hyperfine -N --warmup 20 --runs "$runs" --time-unit millisecond \
+  --export-json results/startup.json --export-markdown results/startup.md \
+  -n "palrt-startup" "$startup" \
+  -n "palrt-startup --order threads-first" "$startup --order threads-first" \
+  -n "palrt-startup --order no-membarrier" "$startup --order no-membarrier" \
+  -n "reference (C floor)" "$reference" \
+  -n "env palrt-startup" "env $startup" \
+  -n "env LD_PRELOAD=shim palrt-startup --order threads-first" \
+     "env 'LD_PRELOAD=$shim' $startup --order threads-first" \
+  -n "env /bin/true" "env /bin/true" \
+  -n "env LD_PRELOAD=shim /bin/true" "env 'LD_PRELOAD=$shim' /bin/true"
+
+# Phase timings as palrt-startup reports them, one JSON object per run, for each ordering
+# (no --order is the default ordering).
+reports=results/startup-reports.json
+: >"$reports"
+for order in "" threads-first no-membarrier; do
+  args=(--report json)
+  if [ -n "$order" ]; then args+=(--order "$order"); fi
+  for ((i = 0; i < report_runs; i++)); do
+    if ! "$startup" "${args[@]}" >>"$reports"; then
+      echo "bench-startup: '$startup ${args[*]}' failed" >&2
+      exit 1
+    fi
+  done
+done
+
+# --compare 1/4: the issue's target, palrt-startup within 1.50x of the C floor.
+"$python" scripts/startup_report.py summary --hyperfine results/startup.json \
+  --baselines 1,5,7 --compare 1/4:1.50 --reports "$reports" \
+  --command "RUNS=$runs REPORT_RUNS=$report_runs scripts/bench-startup.sh" \
+  --out results/summary.md
+"$python" scripts/startup_report.py plot --hyperfine results/startup.json \
+  --baselines 1,5,7 --out results/startup.png
+echo "bench-startup: wrote results/startup.json, startup.md, startup-reports.json, summary.md, startup.png"

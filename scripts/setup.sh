@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Installs what building, testing and benchmarking palrt needs on Debian 12, and only what is
+# missing: on a machine that already has everything it changes nothing and does not touch the
+# network, so every other script can call it first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  gcc g++ libc6-dev           # C (reference program, preload shim, seccomp helper) and C++20
+  meson ninja-build pkg-config
+  libboost-thread-dev         # pal's thread factory
+  doctest-dev                 # test suites
+  libcli11-dev                # palrt-startup, palrt-bench
+  hyperfine                   # scripts/bench-*.sh
+  strace valgrind libc6-dbg   # the startup path by hand; libc6-dbg gives valgrind libc symbols
+  python3 python3-matplotlib  # scripts/startup_report.py, run with /usr/bin/python3
+)
+
+installed() {
+  # dpkg-query fails for a package it has never seen; "deinstall ok config-files" is missing too.
+  [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]
+}
+
+missing=()
+for p in "${packages[@]}"; do
+  installed "$p" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}"
+# Through `env` so DEBIAN_FRONTEND reaches apt-get, whatever sudo's env_reset policy is.
+if [ "$(id -u)" -eq 0 ]; then
+  as_root=(env)
+elif command -v sudo >/dev/null 2>&1; then
+  as_root=(sudo env)
+else
+  echo "setup: not root and sudo is not available; install as root: apt-get install ${missing[*]}" >&2
+  exit 1
+fi
+
+"${as_root[@]}" apt-get update
+# Recommends would pull in a desktop's worth of fonts and tools for matplotlib and valgrind;
+# nothing here needs them.
+"${as_root[@]}" DEBIAN_FRONTEND=noninteractive \
+  apt-get install -y --no-install-recommends "${missing[@]}"

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Builds palrt and runs its test suites ('default', and 'seccomp': the same suites with
+# membarrier denied, which must fall back and still pass).
+#
+#   scripts/test.sh              build/ (release)
+#   scripts/test.sh --sanitize   also ASan+UBSan in build-asan/ and TSan in build-tsan/
+#   scripts/test.sh --slow       also registers and runs the 'slow' suite (long stress variants)
+#
+# Every build folder is tried even if an earlier one failed, so one run shows everything that
+# is broken; the last lines summarise, and the exit status is non-zero if anything failed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+usage="usage: scripts/test.sh [--sanitize] [--slow]"
+sanitize=false
+slow=false
+for arg in "$@"; do
+  case $arg in
+    --sanitize) sanitize=true ;;
+    --slow) slow=true ;;
+    -h|--help) echo "$usage"; exit 0 ;;
+    *) echo "test.sh: unknown argument '$arg'" >&2; echo "$usage" >&2; exit 2 ;;
+  esac
+done
+
+suites=(default seccomp)
+if $slow; then suites+=(slow); fi
+suite_args=()
+for s in "${suites[@]}"; do suite_args+=(--suite "$s"); done
+
+# Stop at the first sanitizer report so it fails the test that caused it instead of scrolling
+# by. A caller's own settings come last, so they win.
+export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
+
+scripts/setup.sh
+
+results=()
+failures=0
+
+elapsed() {
+  local s=$((SECONDS - $1))
+  printf '%dm%02ds' $((s / 60)) $((s % 60))
+}
+
+# test_build <dir> <timeout multiplier> [meson -D options...]
+# Called as a condition, where bash ignores `set -e`, so each step handles its own failure.
+test_build() {
+  local dir=$1 multiplier=$2
+  shift 2
+  local started=$SECONDS
+  echo "== test.sh: $dir: build"
+  if ! scripts/build.sh "$dir" -Dslow_tests="$slow" "$@"; then
+    results+=("FAIL  $dir: build failed")
+    return 1
+  fi
+  echo "== test.sh: $dir: suites ${suites[*]}"
+  if ! meson test -C "$dir" --print-errorlogs --timeout-multiplier "$multiplier" \
+      "${suite_args[@]}"; then
+    results+=("FAIL  $dir: tests failed ($(elapsed $started); log: $dir/meson-logs/testlog.txt)")
+    return 1
+  fi
+  results+=("PASS  $dir ($(elapsed $started))")
+}
+
+# build/ is configured exactly as scripts/run.sh configures it, so switching between the two
+# never rebuilds.
+test_build build 1 -Dbuildtype=release -Dstatic_runtime=true || failures=$((failures + 1))
+
+if $sanitize; then
+  # The sanitizer runtimes must be the process's first libraries, which needs the dynamic
+  # libstdc++ (static_runtime=false) and shared objects with undefined sanitizer symbols
+  # (b_lundef=false). debugoptimized keeps assertions on and gives reports line numbers.
+  # Sanitized code runs slower, hence the longer test timeouts.
+  test_build build-asan 2 -Dbuildtype=debugoptimized -Db_sanitize=address,undefined \
+    -Db_lundef=false -Dstatic_runtime=false || failures=$((failures + 1))
+  test_build build-tsan 4 -Dbuildtype=debugoptimized -Db_sanitize=thread \
+    -Db_lundef=false -Dstatic_runtime=false || failures=$((failures + 1))
+fi
+
+echo
+echo "== test.sh summary (suites: ${suites[*]})"
+printf '   %s\n' "${results[@]}"
+if [ "$failures" -gt 0 ]; then
+  echo "test.sh: FAILED: $failures of ${#results[@]} builds"
+  exit 1
+fi
+echo "test.sh: PASSED: all ${#results[@]} builds"

@@ -1,0 +1,187 @@
+// The tools as a user runs them: exit codes, one-line errors, and JSON that parses.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <string>
+
+#include "json.hpp"
+#include "palrt/pal/membarrier.hpp"
+#include "privileges.hpp"
+#include "subprocess.hpp"
+
+using palrt::testing::artefact;
+using palrt::testing::json;
+using palrt::testing::parse_json;
+using palrt::testing::run_fresh;
+using palrt::testing::run_options;
+using palrt::testing::run_process;
+
+namespace {
+
+bool membarrier_available() {
+  namespace mb = palrt::pal::membarrier;
+  auto mask = mb::supported_mask();
+  return (mask & mb::cmd_private_expedited) && (mask & mb::cmd_register_private_expedited);
+}
+
+int line_count(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+json startup_json(const std::vector<std::string>& args, const run_options& opts = {}) {
+  std::vector<std::string> argv{artefact("PALRT_TEST_STARTUP")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.push_back("--report");
+  argv.push_back("json");
+  auto r = run_process(argv, opts);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(line_count(r.out) == 1);
+  return parse_json(r.out);
+}
+
+}  // namespace
+
+TEST_CASE("palrt-startup: bad arguments print one line and exit 2") {
+  const std::string bin = artefact("PALRT_TEST_STARTUP");
+  for (auto args : std::vector<std::vector<std::string>>{
+           {"--bogus"}, {"--order", "sideways"}, {"--threads", "-1"}, {"--threads", "many"}, {"--report", "xml"},
+           {"extra-positional"}}) {
+    args.insert(args.begin(), bin);
+    auto r = run_process(args);
+    CAPTURE(args.back());
+    CHECK(r.exit_code == 2);
+    CHECK(line_count(r.err) == 1);
+    CHECK(r.err.rfind("palrt-startup: ", 0) == 0);
+    CHECK(r.out.empty());
+  }
+}
+
+TEST_CASE("palrt-startup: --help and --version exit 0; the default run prints nothing") {
+  const std::string bin = artefact("PALRT_TEST_STARTUP");
+  auto help = run_process({bin, "--help"});
+  CHECK(help.exit_code == 0);
+  CHECK(help.out.find("--order") != std::string::npos);
+  CHECK(help.out.find("doctor") != std::string::npos);
+  auto version = run_process({bin, "--version"});
+  CHECK(version.exit_code == 0);
+  CHECK(version.out.find("palrt-startup ") != std::string::npos);
+  auto quiet = run_process({bin});
+  CHECK(quiet.exit_code == 0);
+  CHECK(quiet.out.empty());
+  CHECK(quiet.err.empty());
+}
+
+TEST_CASE("palrt-startup: the JSON report parses and has every field, for each order") {
+  for (const char* order : {"registered-first", "threads-first", "no-membarrier"}) {
+    CAPTURE(order);
+    json j = startup_json({"--order", order, "--threads", "2"});
+    REQUIRE(j.is_object());
+    for (const char* key : {"order", "barrier_strategy", "registered_by", "kernel"}) {
+      CAPTURE(key);
+      REQUIRE(j.has(key));
+      CHECK(j[key].is_string());
+    }
+    for (const char* key : {"membarrier_mask", "threads_at_registration", "registration_ns", "bootstrap_ns",
+                            "shutdown_ns", "processor_count", "online_cpus", "rcu_expedited", "extra_threads"}) {
+      CAPTURE(key);
+      REQUIRE(j.has(key));
+      CHECK(j[key].is_number());
+    }
+    CHECK(j["order"].as_string() == order);
+    CHECK(j["extra_threads"].as_number() == 2);
+    CHECK(j["bootstrap_ns"].as_number() > 0);
+    CHECK(j["shutdown_ns"].as_number() > 0);
+    REQUIRE(j["phases"].is_array());
+    CHECK(j["phases"].as_array().size() == 3);
+    for (const auto& p : j["phases"].as_array()) {
+      CHECK(p["name"].is_string());
+      CHECK(p["start_ns"].is_number());
+      CHECK(p["duration_ns"].as_number() > 0);
+    }
+    const std::string by = j["registered_by"].as_string();
+    if (std::string(order) == "no-membarrier" || !membarrier_available()) {
+      CHECK(by == "none");
+      CHECK(j["barrier_strategy"].as_string() != "membarrier");
+    } else {
+      CHECK(by == "bootstrap");
+      CHECK(j["barrier_strategy"].as_string() == "membarrier");
+      CHECK(j["threads_at_registration"].as_number() == (std::string(order) == "registered-first" ? 1 : 3));
+    }
+  }
+}
+
+TEST_CASE("palrt-startup: under the preload shim, threads-first reports registered_by preload with 1 thread") {
+  if (!membarrier_available()) return;
+  json j = startup_json({"--order", "threads-first"}, {{"LD_PRELOAD=" + artefact("PALRT_TEST_SHIM")}, {}});
+  CHECK(j["registered_by"].as_string() == "preload");
+  CHECK(j["threads_at_registration"].as_number() == 1);
+  // The bootstrap's own, late REGISTER found the process registered and returned at once.
+  CHECK(j["phases"].as_array().at(2)["duration_ns"].as_number() < 5e6);
+}
+
+PALRT_FRESH_PROCESS(exec_startup_under_rlimit_nproc) {
+  if (!palrt::testing::limit_tasks(1)) return 125;
+  const char* bin = std::getenv("PALRT_TEST_STARTUP");
+  execl(bin, bin, static_cast<char*>(nullptr));
+  std::printf("exec: %s\n", std::strerror(errno));
+  return 126;
+}
+
+TEST_CASE("palrt-startup: a startup failure exits 1 and names the phase and errno") {
+  auto r = run_fresh("exec_startup_under_rlimit_nproc");
+  INFO(r.out, r.err);
+  CHECK(r.exit_code == 1);
+  CHECK(line_count(r.err) == 1);
+  CHECK(r.err.find("phase 'finalizer' failed") != std::string::npos);
+  CHECK(r.err.find("EAGAIN") != std::string::npos);
+}
+
+TEST_CASE("palrt-startup doctor: a readable report of this machine, exit 0") {
+  auto r = run_process({artefact("PALRT_TEST_STARTUP"), "doctor"});
+  INFO(r.out, r.err);
+  CHECK(r.exit_code == 0);
+  for (const char* part : {"membarrier QUERY", "PRIVATE_EXPEDITED", "seccomp mode", "rcu_expedited", "CPUs",
+                           "cgroup cpu.max", "palrt would use", "FlushProcessWriteBuffers cost", "mprotect",
+                           "signal", "preload shim        not loaded"}) {
+    CAPTURE(part);
+    CHECK(r.out.find(part) != std::string::npos);
+  }
+  auto shim = run_process({artefact("PALRT_TEST_STARTUP"), "doctor"}, {{"LD_PRELOAD=" + artefact("PALRT_TEST_SHIM")}, {}});
+  CHECK(shim.exit_code == 0);
+  CHECK(shim.out.find("preload shim        loaded") != std::string::npos);
+}
+
+TEST_CASE("palrt-bench: bad arguments exit 2; barrier --quick --json parses with palrt beside its baselines") {
+  const char* bench = std::getenv("PALRT_TEST_BENCH");
+  if (!bench) return;  // built with -Dbench=false
+  auto bad = run_process({bench, "barrier", "--bogus"});
+  CHECK(bad.exit_code == 2);
+  CHECK(line_count(bad.err) == 1);
+  auto r = run_process({bench, "barrier", "--quick", "--json", "--threads", "1"}, {{}, {}, std::chrono::seconds(120)});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  json j = parse_json(r.out);
+  CHECK(j["component"].as_string() == "barrier");
+  CHECK(j["machine"]["nproc"].as_number() >= 1);
+  CHECK(j["machine"]["kernel"].is_string());
+  CHECK(j["machine"]["barrier_strategy"].is_string());
+  std::set<std::string> variants;
+  for (const auto& row : j["results"].as_array()) {
+    CHECK(row["case"].as_string() == "flush");
+    CHECK(row["metric"].as_string() == "ns_per_op");
+    CHECK(row["threads"].as_number() == 1);
+    CHECK(row["value"].as_number() > 0);
+    variants.insert(row["variant"].as_string());
+  }
+  CHECK(variants.count("palrt") == 1);
+  CHECK(variants.count("mprotect") == 1);
+  CHECK(variants.count("signal") == 1);
+  if (membarrier_available()) CHECK(variants.count("raw-membarrier") == 1);
+}

@@ -1,0 +1,254 @@
+// FlushProcessWriteBuffers is a barrier: a store-buffering litmus test.
+//
+//   thread A (fast side):  x = 1; compiler barrier; r1 = y
+//   thread B (slow side):  y = 1; FlushProcessWriteBuffers(); r2 = x
+//
+// r1 == 0 && r2 == 0 is forbidden when the flush is a process-wide barrier: either A's store
+// precedes the barrier A is made to execute (then B reads x == 1), or A's load follows it
+// (then A reads y == 1). Without the flush, x86 store buffers produce that outcome readily,
+// which the control case asserts, so the test is shown able to fail.
+//
+// The strategy is process-wide and chosen once, so each strategy runs in a fresh process
+// with PALRT_BARRIER set, exactly as a user would force it.
+#include <doctest/doctest.h>
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "palrt/pal/membarrier.hpp"
+#include "palrt/pal/process_barrier.hpp"
+#include "palrt/pal/thread_factory.hpp"
+#include "palrt/pal/wake_event.hpp"
+#include "subprocess.hpp"
+
+using namespace palrt;
+using palrt::testing::run_fresh;
+
+namespace {
+
+#if defined(__SANITIZE_THREAD__)
+constexpr bool under_tsan = true;
+#else
+constexpr bool under_tsan = false;
+#endif
+
+struct litmus_outcome {
+  long iterations = 0;
+  long forbidden = 0;      // r1 == 0 && r2 == 0
+  long only_a_first = 0;   // r1 == 0, r2 == 1
+  long only_b_first = 0;   // r1 == 1, r2 == 0
+  long both_seen = 0;      // r1 == 1, r2 == 1
+};
+
+// Busy-waits n loop turns; the empty asm keeps the compiler from deleting the loop.
+inline void spin_for(unsigned n) {
+  for (unsigned i = 0; i < n; ++i) asm volatile("" : "+r"(i));
+}
+
+// Random delays of up to this many loop turns (~100 ns here) on both sides: the threads leave
+// the spin barrier ~100-200 ns apart, and without jitter the same thread would always run
+// first, so the store-load windows would rarely overlap (measured: ~35% of rounds overlap
+// with it, under 1% without).
+constexpr unsigned jitter_turns = 256;
+
+// Runs up to `max_iterations` rounds or until `budget` passes (or, when stop_on_forbidden,
+// until the forbidden outcome shows up). Both threads meet at a spin barrier each round and
+// then jitter a little, so their store-load windows overlap in every alignment.
+litmus_outcome store_buffering(bool with_flush, long max_iterations, std::chrono::milliseconds budget,
+                               bool stop_on_forbidden) {
+  alignas(64) std::atomic<int> x{0};
+  alignas(64) std::atomic<int> y{0};
+  alignas(64) std::atomic<long> arrive_a{0}, arrive_b{0}, done_a{0};
+  alignas(64) std::atomic<int> r1{0};
+
+  auto thread_a = pal::start_thread({"litmus-a", 0}, [&] {
+    unsigned jitter = 1;
+    for (long i = 1;; ++i) {
+      arrive_a.store(i, std::memory_order_release);
+      long b;
+      do b = arrive_b.load(std::memory_order_acquire);
+      while (b != -1 && b < i);
+      if (b == -1) break;  // B ended the run
+      jitter = jitter * 1103515245u + 12345u;
+      spin_for((jitter >> 16) % jitter_turns);
+      x.store(1, std::memory_order_relaxed);
+      std::atomic_signal_fence(std::memory_order_seq_cst);  // the fast side: compiler barrier only
+      r1.store(y.load(std::memory_order_relaxed), std::memory_order_relaxed);
+      done_a.store(i, std::memory_order_release);
+    }
+  });
+
+  litmus_outcome out;
+  unsigned jitter = 7;
+  const auto deadline = std::chrono::steady_clock::now() + budget;
+  for (long i = 1; i <= max_iterations; ++i) {
+    x.store(0, std::memory_order_relaxed);
+    y.store(0, std::memory_order_relaxed);
+    arrive_b.store(i, std::memory_order_release);  // release: A sees the reset above
+    while (arrive_a.load(std::memory_order_acquire) < i) {
+    }
+    jitter = jitter * 1103515245u + 12345u;
+    spin_for((jitter >> 16) % jitter_turns);
+    y.store(1, std::memory_order_relaxed);
+    if (with_flush)
+      pal::flush_process_write_buffers();
+    else
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+    int r2 = x.load(std::memory_order_relaxed);
+    while (done_a.load(std::memory_order_acquire) < i) {
+    }
+    int a = r1.load(std::memory_order_relaxed);
+    ++out.iterations;
+    if (a == 0 && r2 == 0) ++out.forbidden;
+    else if (a == 0) ++out.only_a_first;
+    else if (r2 == 0) ++out.only_b_first;
+    else ++out.both_seen;
+    bool stop = (stop_on_forbidden && out.forbidden > 0) ||
+                ((i & 255) == 0 && std::chrono::steady_clock::now() > deadline);
+    if (stop) break;
+  }
+  arrive_b.store(-1, std::memory_order_release);  // A is waiting for a round that will not come
+  thread_a.join();
+  return out;
+}
+
+std::string describe(const litmus_outcome& o) {
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "iterations=%ld forbidden=%ld a_first=%ld b_first=%ld both=%ld", o.iterations,
+                o.forbidden, o.only_a_first, o.only_b_first, o.both_seen);
+  return buf;
+}
+
+bool membarrier_available() {
+  auto mask = pal::membarrier::supported_mask();
+  return (mask & pal::membarrier::cmd_private_expedited) && (mask & pal::membarrier::cmd_register_private_expedited);
+}
+
+}  // namespace
+
+// Exit 0: ran, no forbidden outcome. 1: forbidden outcome seen. 4: the threads never raced
+// (the run proves nothing). 3: strategy unavailable
+// (stdout: "unavailable <errno>"). Prints the chosen strategy and the counts.
+PALRT_FRESH_PROCESS(litmus_with_flush) {
+  try {
+    const auto& st = pal::initialize_process_barrier();
+    std::printf("strategy=%s\n", std::string(pal::to_string(st.strategy)).c_str());
+  } catch (const pal::barrier_error& e) {
+    std::printf("unavailable %d %s\n", e.code().value(), e.what());
+    return 3;
+  }
+  auto o = store_buffering(true, 20000, std::chrono::milliseconds(3000), false);
+  std::printf("%s\n", describe(o).c_str());
+  if (o.forbidden != 0) return 1;
+  // A run where A's load never raced B's store proves nothing about the barrier.
+  return o.only_a_first > 0 ? 0 : 4;
+}
+
+PALRT_FRESH_PROCESS(automatic_choice) {
+  const auto& st = pal::initialize_process_barrier();
+  std::printf("strategy=%s registered=%d registration_error=%d threads=%d forced=%d\n",
+              std::string(pal::to_string(st.strategy)).c_str(), st.registered, st.registration_error,
+              st.threads_at_registration, st.forced);
+  return 0;
+}
+
+TEST_CASE("process barrier: no forbidden store-buffering outcome, for each strategy forced by PALRT_BARRIER") {
+  for (const char* strategy : {"membarrier", "mprotect", "signal"}) {
+    CAPTURE(strategy);
+    auto child = run_fresh("litmus_with_flush", {{std::string("PALRT_BARRIER=") + strategy}, {}});
+    INFO(child.out, child.err);
+    if (std::string(strategy) == "membarrier" && !membarrier_available()) {
+      // Denied (seccomp) or absent: forcing it must fail loudly, not fall back silently.
+      CHECK(child.exit_code == 3);
+      CHECK(child.out.find("unavailable") != std::string::npos);
+      continue;
+    }
+    REQUIRE(child.exit_code != 3);
+    CHECK(child.out.find(std::string("strategy=") + strategy) != std::string::npos);
+    CHECK_MESSAGE(child.exit_code != 1, "forbidden outcome observed: " << child.out);
+    CHECK_MESSAGE(child.exit_code != 4, "the two sides never overlapped: " << child.out);
+    CHECK(child.exit_code == 0);
+  }
+}
+
+TEST_CASE("process barrier: the litmus test can fail: without the flush the forbidden outcome shows") {
+  if (under_tsan) {
+    MESSAGE("skipped under TSan: its instrumented atomics serialise the store buffer away");
+    return;
+  }
+  auto o = store_buffering(false, 5'000'000, std::chrono::milliseconds(5000), true);
+  INFO(describe(o));
+  CHECK(o.forbidden > 0);
+}
+
+TEST_CASE("process barrier: prefers membarrier, falls back when it is denied, registering single-threaded") {
+  auto child = run_fresh("automatic_choice", {{"PALRT_BARRIER="}, {}});
+  INFO(child.out, child.err);
+  REQUIRE(child.exit_code == 0);
+  if (membarrier_available()) {
+    CHECK(child.out.find("strategy=membarrier registered=1 registration_error=0 threads=1 forced=0") !=
+          std::string::npos);
+  } else {
+#if defined(__x86_64__)
+    CHECK(child.out.find("strategy=mprotect registered=0") != std::string::npos);
+#else
+    CHECK(child.out.find("strategy=signal registered=0") != std::string::npos);
+#endif
+    CHECK((child.out.find("registration_error=1 ") != std::string::npos ||   // EPERM
+           child.out.find("registration_error=38 ") != std::string::npos));  // ENOSYS
+  }
+}
+
+TEST_CASE("process barrier: a bad PALRT_BARRIER value is an error that names the value") {
+  auto child = run_fresh("litmus_with_flush", {{"PALRT_BARRIER=fence"}, {}});
+  CHECK(child.exit_code == 3);
+  CHECK(child.out.find("PALRT_BARRIER=fence") != std::string::npos);
+  CHECK(child.out.find(std::to_string(EINVAL)) != std::string::npos);
+}
+
+TEST_CASE("process barrier: each strategy instance flushes with busy threads running, and reports its kind") {
+  std::atomic<bool> stop{false};
+  auto busy = pal::start_thread({"busy", 0}, [&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+    }
+  });
+  for (auto s : {pal::barrier_strategy::membarrier, pal::barrier_strategy::mprotect, pal::barrier_strategy::signal}) {
+    CAPTURE(pal::to_string(s));
+    if (s == pal::barrier_strategy::membarrier && !membarrier_available()) {
+      CHECK_THROWS_AS(pal::make_barrier_instance(s), pal::barrier_error);
+      continue;
+    }
+    auto b = pal::make_barrier_instance(s);
+    CHECK(b->strategy() == s);
+    for (int i = 0; i < 200; ++i) b->flush();
+  }
+  stop = true;
+  busy.join();
+}
+
+TEST_CASE("process barrier: the signal strategy does not wait forever for a thread that blocks its signal") {
+  // A thread that blocks the signal and sleeps in the kernel needs no IPI: it passed a full
+  // barrier when it was switched out. The flush must complete by noticing it is not running.
+  pal::wake_event release;
+  auto blocker = pal::start_thread({"blocks-signal", 0}, [&] {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, pal::barrier_signal_number());
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    release.wait();
+  });
+  auto b = pal::make_barrier_instance(pal::barrier_strategy::signal);
+  auto t0 = std::chrono::steady_clock::now();
+  b->flush();
+  auto took = std::chrono::steady_clock::now() - t0;
+  release.set();
+  blocker.join();
+  CHECK(took < std::chrono::seconds(2));
+}

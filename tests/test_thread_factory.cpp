@@ -1,0 +1,148 @@
+#include <doctest/doctest.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <fstream>
+#include <string>
+
+#include "pal/internal/thread_start_faults.hpp"
+#include "palrt/pal/membarrier.hpp"
+#include "palrt/pal/process_barrier.hpp"
+#include "palrt/pal/thread_factory.hpp"
+#include "privileges.hpp"
+#include "subprocess.hpp"
+
+using namespace palrt;
+using palrt::testing::run_fresh;
+
+namespace {
+
+bool membarrier_available() {
+  auto mask = pal::membarrier::supported_mask();
+  return (mask & pal::membarrier::cmd_private_expedited) && (mask & pal::membarrier::cmd_register_private_expedited);
+}
+
+void start_and_join_one_thread() {
+  auto t = pal::start_thread({"probe", 0}, [] {});
+  t.join();
+}
+
+}  // namespace
+
+PALRT_FRESH_PROCESS(factory_registers_first) {
+  start_and_join_one_thread();
+  const auto* st = pal::process_barrier_state_if_initialized();
+  if (!st) return 2;
+  std::printf("registered=%d threads=%d strategy=%s pe=%d\n", st->registered, st->threads_at_registration,
+              std::string(pal::to_string(st->strategy)).c_str(), pal::membarrier::private_expedited().error);
+  return 0;
+}
+
+PALRT_FRESH_PROCESS(factory_deferred) {
+  pal::set_registration_policy(pal::registration_policy::deferred);
+  start_and_join_one_thread();
+  std::printf("initialized=%d pe=%d\n", pal::process_barrier_state_if_initialized() != nullptr,
+              pal::membarrier::private_expedited().error);
+  return 0;
+}
+
+PALRT_FRESH_PROCESS(factory_never) {
+  pal::set_registration_policy(pal::registration_policy::never);
+  start_and_join_one_thread();
+  const auto* st = pal::process_barrier_state_if_initialized();
+  if (!st) return 2;
+  std::printf("registered=%d strategy=%s pe=%d\n", st->registered, std::string(pal::to_string(st->strategy)).c_str(),
+              pal::membarrier::private_expedited().error);
+  return 0;
+}
+
+PALRT_FRESH_PROCESS(factory_under_rlimit_nproc) {
+  if (!palrt::testing::limit_tasks(1)) return 2;
+  try {
+    start_and_join_one_thread();
+    std::printf("started\n");
+  } catch (const pal::thread_start_error& e) {
+    std::printf("error=%d name=%s what=%s\n", e.code().value(), e.thread_name().c_str(), e.what());
+  }
+  return 0;
+}
+
+TEST_CASE("thread factory: registers for membarrier before the process's first thread exists") {
+  auto child = run_fresh("factory_registers_first");
+  INFO(child.out, child.err);
+  REQUIRE(child.exit_code == 0);
+  if (membarrier_available())
+    CHECK(child.out.find("registered=1 threads=1 strategy=membarrier pe=0") != std::string::npos);
+  else
+    CHECK(child.out.find("registered=0") != std::string::npos);
+}
+
+TEST_CASE("thread factory: the deferred policy (threads-first) leaves registration to the host") {
+  auto child = run_fresh("factory_deferred");
+  INFO(child.out, child.err);
+  REQUIRE(child.exit_code == 0);
+  CHECK(child.out.find("initialized=0") != std::string::npos);
+  if (membarrier_available()) CHECK(child.out.find("pe=" + std::to_string(EPERM)) != std::string::npos);
+}
+
+TEST_CASE("thread factory: the never policy (no-membarrier) sets up a fallback barrier and does not register") {
+  auto child = run_fresh("factory_never");
+  INFO(child.out, child.err);
+  REQUIRE(child.exit_code == 0);
+  CHECK(child.out.find("registered=0") != std::string::npos);
+  CHECK(child.out.find("strategy=membarrier") == std::string::npos);
+  if (membarrier_available()) CHECK(child.out.find("pe=" + std::to_string(EPERM)) != std::string::npos);
+}
+
+TEST_CASE("thread factory: threads carry their name (cut to 15 characters) and their stack size") {
+  std::string comm;
+  std::size_t stack = 0;
+  auto t = pal::start_thread({"palrt-a-very-long-thread-name", 512 * 1024}, [&] {
+    std::ifstream in("/proc/thread-self/comm");
+    std::getline(in, comm);
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+      pthread_attr_getstacksize(&attr, &stack);
+      pthread_attr_destroy(&attr);
+    }
+  });
+  CHECK(t.name() == "palrt-a-very-lo");
+  t.join();
+  CHECK(comm == "palrt-a-very-lo");
+  CHECK(stack >= 512 * 1024);
+}
+
+TEST_CASE("thread factory: join_for times out on a running thread and joins a finished one") {
+  std::atomic<bool> go{false};
+  auto t = pal::start_thread({"slow", 0}, [&] {
+    while (!go.load()) usleep(1000);
+  });
+  CHECK_FALSE(t.join_for(std::chrono::milliseconds(20)));
+  CHECK(t.joinable());
+  go = true;
+  CHECK(t.join_for(std::chrono::seconds(10)));
+  CHECK_FALSE(t.joinable());
+}
+
+TEST_CASE("thread factory: a refused thread start is a thread_start_error with the errno and the name") {
+  pal::internal::inject_thread_start_failure(0, EAGAIN);
+  try {
+    start_and_join_one_thread();
+    FAIL("start_thread did not fail");
+  } catch (const pal::thread_start_error& e) {
+    CHECK(e.code().value() == EAGAIN);
+    CHECK(e.thread_name() == "probe");
+    CHECK(std::string(e.what()).find("probe") != std::string::npos);
+  }
+  start_and_join_one_thread();  // the injected fault fires once
+}
+
+TEST_CASE("thread factory: RLIMIT_NPROC makes the kernel refuse the thread; the error says EAGAIN") {
+  auto child = run_fresh("factory_under_rlimit_nproc");
+  INFO(child.out, child.err);
+  REQUIRE(child.exit_code == 0);
+  CHECK(child.out.find("error=" + std::to_string(EAGAIN) + " name=probe") != std::string::npos);
+}

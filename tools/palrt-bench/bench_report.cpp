@@ -1,0 +1,251 @@
+#include "bench_report.hpp"
+
+#include <sys/utsname.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <ostream>
+#include <set>
+#include <tuple>
+
+#include <palrt/pal/cpu.hpp>
+#include <palrt/pal/process_barrier.hpp>
+
+namespace palrt::bench {
+
+namespace {
+
+// Metrics where a smaller value is better; a palrt/baseline ratio below 1 favours palrt.
+bool lower_is_better(std::string_view metric) {
+  return metric != "ops_per_s";
+}
+
+// Table cells: enough digits to compare, no more. Values are ns, counts or ratios.
+std::string table_number(double v) {
+  if (!std::isfinite(v)) return "-";
+  const double mag = std::fabs(v);
+  const int decimals = mag >= 100.0 ? 1 : mag >= 10.0 ? 2 : 3;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+std::string table_ratio(double palrt, double baseline) {
+  if (!std::isfinite(palrt) || !std::isfinite(baseline) || baseline == 0.0) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.2fx", palrt / baseline);
+  return buf;
+}
+
+// Length of the valid UTF-8 sequence starting at s[i], or 0 if none starts there
+// (overlong forms, surrogates and code points past U+10FFFF are invalid).
+std::size_t utf8_sequence_length(std::string_view s, std::size_t i) {
+  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char lead = byte(i);
+  std::size_t len;
+  unsigned char min_second = 0x80, max_second = 0xBF;
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    len = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    len = 3;
+    if (lead == 0xE0) min_second = 0xA0;  // overlong
+    if (lead == 0xED) max_second = 0x9F;  // surrogates
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    len = 4;
+    if (lead == 0xF0) min_second = 0x90;  // overlong
+    if (lead == 0xF4) max_second = 0x8F;  // past U+10FFFF
+  } else {
+    return 0;
+  }
+  if (i + len > s.size()) return 0;
+  if (byte(i + 1) < min_second || byte(i + 1) > max_second) return 0;
+  for (std::size_t k = 2; k < len; ++k) {
+    if ((byte(i + k) & 0xC0) != 0x80) return 0;
+  }
+  return len;
+}
+
+}  // namespace
+
+std::string json_string(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 2);
+  out += '"';
+  for (std::size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x80) {
+      const std::size_t len = utf8_sequence_length(s, i);
+      if (len == 0) {
+        out += "\\ufffd";
+        ++i;
+      } else {
+        out.append(s.substr(i, len));
+        i += len;
+      }
+      continue;
+    }
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20 || c == 0x7F) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+    ++i;
+  }
+  out += '"';
+  return out;
+}
+
+std::string json_number(double v) {
+  if (!std::isfinite(v)) return "null";  // JSON has no NaN or infinity
+  char buf[64];
+  // 9 significant digits: far beyond what a noisy measurement resolves, and short.
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, 9);
+  if (ec != std::errc{}) return "null";
+  return std::string(buf, end);
+}
+
+machine_info machine_info::collect() {
+  machine_info m;
+  m.nproc = palrt::pal::processor_count();
+  utsname uts{};
+  m.kernel = uname(&uts) == 0 ? uts.release : "unknown";
+  if (const auto* state = palrt::pal::process_barrier_state_if_initialized()) {
+    m.barrier_strategy = std::string(palrt::pal::to_string(state->strategy));
+    m.barrier_forced = state->forced;
+  } else {
+    m.barrier_strategy = "none";
+  }
+  return m;
+}
+
+bench_report::bench_report(std::string component) : component_(std::move(component)) {}
+
+void bench_report::add(bench_result result) { results_.push_back(std::move(result)); }
+
+void bench_report::describe_case(std::string case_name, std::string description) {
+  case_descriptions_.emplace_back(std::move(case_name), std::move(description));
+}
+
+void bench_report::progress(std::string_view line) const {
+  std::cerr << "palrt-bench " << component_ << ": " << line << '\n';
+}
+
+void bench_report::skipped(std::string_view variant, std::string_view reason) const {
+  std::cerr << "palrt-bench " << component_ << ": skipped variant " << variant << ": " << reason << '\n';
+}
+
+void bench_report::print_table(std::ostream& out, const machine_info& machine) const {
+  // Columns: palrt first, then the baselines in the order the component measured them.
+  std::vector<std::string> variants;
+  const auto has_variant = [&](std::string_view v) {
+    return std::find(variants.begin(), variants.end(), v) != variants.end();
+  };
+  for (const auto& r : results_) {
+    if (r.variant == palrt_variant && !has_variant(r.variant)) variants.insert(variants.begin(), r.variant);
+  }
+  for (const auto& r : results_) {
+    if (!has_variant(r.variant)) variants.push_back(r.variant);
+  }
+  const bool have_palrt = has_variant(palrt_variant);
+  std::vector<std::string> baselines;
+  for (const auto& v : variants) {
+    if (v != palrt_variant) baselines.push_back(v);
+  }
+
+  // Rows: one per (case, metric, threads), in the order measured.
+  using row_key = std::tuple<std::string, std::string, int>;
+  std::vector<row_key> rows;
+  std::set<std::string> metrics;
+  for (const auto& r : results_) {
+    row_key key{r.case_name, r.metric, r.threads};
+    if (std::find(rows.begin(), rows.end(), key) == rows.end()) rows.push_back(key);
+    metrics.insert(r.metric);
+  }
+  const auto value_of = [&](const row_key& key, std::string_view variant) -> double {
+    for (const auto& r : results_) {
+      if (r.variant == variant && row_key{r.case_name, r.metric, r.threads} == key) return r.value;
+    }
+    return NAN;
+  };
+
+  std::vector<std::vector<std::string>> cells;
+  std::vector<std::string> header{"case", "metric", "threads"};
+  header.insert(header.end(), variants.begin(), variants.end());
+  if (have_palrt) {
+    for (const auto& b : baselines) header.push_back("palrt/" + b);
+  }
+  cells.push_back(header);
+  for (const auto& key : rows) {
+    std::vector<std::string> line{std::get<0>(key), std::get<1>(key), std::to_string(std::get<2>(key))};
+    for (const auto& v : variants) line.push_back(table_number(value_of(key, v)));
+    if (have_palrt) {
+      const double p = value_of(key, palrt_variant);
+      for (const auto& b : baselines) line.push_back(table_ratio(p, value_of(key, b)));
+    }
+    cells.push_back(std::move(line));
+  }
+
+  std::vector<std::size_t> width(header.size(), 0);
+  for (const auto& line : cells) {
+    for (std::size_t c = 0; c < line.size(); ++c) width[c] = std::max(width[c], line[c].size());
+  }
+
+  out << "palrt-bench " << component_ << ": nproc " << machine.nproc << ", kernel " << machine.kernel
+      << ", barrier strategy " << machine.barrier_strategy
+      << (machine.barrier_forced ? " (forced by PALRT_BARRIER)" : "") << '\n';
+  if (have_palrt && !baselines.empty()) {
+    out << "ratio columns are palrt / baseline:";
+    const char* sep = " ";
+    for (const auto& m : metrics) {
+      out << sep << "for " << m << (lower_is_better(m) ? " below" : " above") << " 1.00x means palrt is better";
+      sep = "; ";
+    }
+    out << '\n';
+  }
+  out << '\n';
+  for (const auto& line : cells) {
+    for (std::size_t c = 0; c < line.size(); ++c) {
+      const bool text_column = c < 2;  // case and metric read left-aligned, numbers right-aligned
+      const std::size_t pad = width[c] - line[c].size();
+      if (c > 0) out << "  ";
+      if (!text_column) out << std::string(pad, ' ');
+      out << line[c];
+      if (text_column && c + 1 < line.size()) out << std::string(pad, ' ');
+    }
+    out << '\n';
+  }
+  if (!case_descriptions_.empty()) out << '\n';
+  for (const auto& [name, description] : case_descriptions_) out << name << ": " << description << '\n';
+}
+
+void bench_report::print_json(std::ostream& out, const machine_info& machine) const {
+  out << "{\"component\": " << json_string(component_) << ",\n"
+      << " \"machine\": {\"nproc\": " << machine.nproc << ", \"kernel\": " << json_string(machine.kernel)
+      << ", \"barrier_strategy\": " << json_string(machine.barrier_strategy) << "},\n"
+      << " \"results\": [";
+  const char* sep = "\n  ";
+  for (const auto& r : results_) {
+    out << sep << "{\"case\": " << json_string(r.case_name) << ", \"variant\": " << json_string(r.variant)
+        << ", \"threads\": " << r.threads << ", \"metric\": " << json_string(r.metric)
+        << ", \"value\": " << json_number(r.value) << '}';
+    sep = ",\n  ";
+  }
+  out << "]}\n";
+}
+
+}  // namespace palrt::bench

@@ -1,0 +1,137 @@
+// Timing rules every palrt-bench component measures by.
+//
+// The machines are noisy (shared 2-core VMs), so one number per variant is never one run:
+// each variant is sampled in R repetitions and the median reported, and all variants are
+// interleaved within each repetition, so a slow stretch of the machine lands on every variant
+// instead of on whichever happened to run then. Every variant goes through the same loop
+// (run_for), so a ratio compares the operations, not the loops around them.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace palrt::bench {
+
+// Monotonic, unaffected by clock adjustments; vDSO-backed, so ~20 ns to read.
+using bench_clock = std::chrono::steady_clock;
+
+struct timed_run {
+  std::uint64_t ops = 0;
+  std::chrono::nanoseconds elapsed{0};
+
+  double ns_per_op() const noexcept {
+    return ops == 0 ? 0.0 : static_cast<double>(elapsed.count()) / static_cast<double>(ops);
+  }
+};
+
+// Calls op() on the calling thread, over and over, for about `budget` of wall time.
+//
+// The clock is read once per batch rather than once per call, and the batch doubles until one
+// batch takes at least 20 us: a 20 ns clock read then costs under 0.1% of the time even for a
+// 5 ns op, and the run overshoots its budget by at most one batch (~40 us; one call, if a
+// single call is slower than that).
+template <class Op>
+timed_run run_for(std::chrono::nanoseconds budget, Op&& op) {
+  constexpr std::chrono::nanoseconds min_batch_time = std::chrono::microseconds(20);
+  constexpr std::uint64_t max_batch = std::uint64_t{1} << 20;
+  std::uint64_t batch = 1;
+  std::uint64_t ops = 0;
+  const auto start = bench_clock::now();
+  auto batch_start = start;
+  for (;;) {
+    for (std::uint64_t i = 0; i < batch; ++i) op();
+    ops += batch;
+    const auto now = bench_clock::now();
+    if (now - start >= budget) return {ops, now - start};
+    if (now - batch_start < min_batch_time && batch < max_batch) batch *= 2;
+    batch_start = now;
+  }
+}
+
+// The median of the samples (the mean of the middle two for an even count); 0 for none.
+inline double median(std::vector<double> samples) {
+  if (samples.empty()) return 0.0;
+  const std::size_t mid = samples.size() / 2;
+  std::nth_element(samples.begin(), samples.begin() + static_cast<std::ptrdiff_t>(mid), samples.end());
+  const double upper = samples[mid];
+  if (samples.size() % 2 == 1) return upper;
+  const double lower = *std::max_element(samples.begin(), samples.begin() + static_cast<std::ptrdiff_t>(mid));
+  return (lower + upper) / 2.0;
+}
+
+struct sample_spread {
+  double median = 0.0;
+  double min = 0.0;
+  double max = 0.0;
+};
+
+// Median and range, for the progress lines: a wide range says the machine was noisy.
+inline sample_spread spread_of(const std::vector<double>& samples) {
+  if (samples.empty()) return {};
+  const auto [lo, hi] = std::minmax_element(samples.begin(), samples.end());
+  return {median(samples), *lo, *hi};
+}
+
+// One contender in a comparison.
+struct measured_variant {
+  std::string name;  // "palrt" or the baseline's name as the issue gives it
+  // Runs the variant's operation for about `budget` of wall time (through run_for).
+  std::function<timed_run(std::chrono::nanoseconds budget)> run;
+};
+
+// The slice the interleaving works in. Noise on these machines comes in stretches (a
+// neighbour's build, the hypervisor), so variants alternate every millisecond and each sees
+// the same stretches. An A/A check (the same syscall as two variants, load average ~3 on 2
+// CPUs) agreed within ~6% with 1 ms slices and only within ~18% with 10 ms slices. Switching
+// costs one std::function call and a few clock reads per slice (~0.01%).
+inline constexpr std::chrono::nanoseconds interleave_slice = std::chrono::milliseconds(1);
+
+// Measures every variant in `repetitions` repetitions of about `budget` each and returns each
+// repetition's ns_per_op, indexed like `variants`; the caller reports the median.
+//
+// A repetition is not one stretch per variant: it is cut into slices, and within each slice
+// every variant runs once, the one that opens the slice rotating. A variant's sample is its
+// total time over its total ops in that repetition. So drift (frequency, thermal, a noisy
+// neighbour) lands on all variants alike, and no variant always runs first or right after the
+// same neighbour.
+//
+// A warm-up round at a tenth of the budget comes first and is discarded: it pays for first
+// touches (page faults, lazy binding, a strategy's first signal delivery) and shows the slowest
+// op. A slice is never shorter than that op (a 5 ms signal barrier cannot run in 1 ms slices),
+// so every variant keeps to about `budget` per repetition.
+inline std::vector<std::vector<double>> sample_ns_per_op_interleaved(const std::vector<measured_variant>& variants,
+                                                                    int repetitions,
+                                                                    std::chrono::nanoseconds budget) {
+  const std::size_t n = variants.size();
+  std::vector<std::vector<double>> samples(n);
+  if (n == 0) return samples;
+  std::chrono::nanoseconds slice = interleave_slice;
+  for (const auto& v : variants) {
+    const timed_run warm_up = v.run(budget / 10);
+    slice = std::max(slice, std::chrono::nanoseconds(static_cast<std::int64_t>(warm_up.ns_per_op())));
+  }
+
+  const std::int64_t slices = std::max<std::int64_t>(1, budget / slice);
+  const std::chrono::nanoseconds slice_budget = budget / slices;
+  std::size_t opener = 0;
+  for (int rep = 0; rep < repetitions; ++rep) {
+    std::vector<timed_run> total(n);
+    for (std::int64_t s = 0; s < slices; ++s, opener = (opener + 1) % n) {
+      for (std::size_t k = 0; k < n; ++k) {
+        const std::size_t i = (opener + k) % n;
+        const timed_run r = variants[i].run(slice_budget);
+        total[i].ops += r.ops;
+        total[i].elapsed += r.elapsed;
+      }
+    }
+    for (std::size_t i = 0; i < n; ++i) samples[i].push_back(total[i].ns_per_op());
+  }
+  return samples;
+}
+
+}  // namespace palrt::bench

@@ -1,0 +1,130 @@
+// palrt-bench: each palrt component measured beside its baselines in one run, in one format.
+//
+//   palrt-bench [--json] [--threads N] [--quick] <component>
+//
+// The global options may also follow the component (`palrt-bench barrier --json`).
+// Exit status: 0 the report was printed; 1 the benchmark failed at run time (the message says
+// which component and why); 2 bad arguments (one line on stderr).
+
+#include <exception>
+#include <iostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include <palrt/pal/process_barrier.hpp>
+
+#include "bench_component.hpp"
+#include "bench_report.hpp"
+
+#ifndef PALRT_BENCH_VERSION
+#define PALRT_BENCH_VERSION "unknown"
+#endif
+
+namespace {
+
+using namespace palrt::bench;
+
+// Every component, in roadmap order. A new component is bench_<component>.cpp, its
+// declaration in bench_component.hpp, and one line here.
+constexpr bench_registrar registry[] = {
+    register_barrier,
+};
+
+// CLI11's and the components' messages, kept to one line whatever they contain.
+std::string one_line(std::string_view message) {
+  std::string s(message);
+  for (char& c : s) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return s;
+}
+
+int bad_arguments(std::string_view message) {
+  std::cerr << "palrt-bench: " << one_line(message) << " (see palrt-bench --help)\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App tool{"Measures palrt components beside their baselines in one run and prints palrt/baseline ratios.",
+                "palrt-bench"};
+  bench_settings settings;
+  int threads = 0;
+  tool.add_flag("--json", settings.json, "Print one JSON object (the DESIGN.md format) instead of the table");
+  CLI::Option* threads_option =
+      tool.add_option("--threads", threads, "Measure only this thread count (default: each component's own list)")
+          ->check(CLI::Range(1, 256));
+  tool.add_flag("--quick", settings.quick, "Short run for smoke tests: 3 repetitions of 20 ms instead of 7 of 200 ms");
+  tool.set_version_flag("--version", "palrt-bench " PALRT_BENCH_VERSION);
+  // Lets the global options follow the component. Subcommands copy this setting when they are
+  // added, so it is set before the registry runs.
+  tool.fallthrough();
+  // At most one component per run. "None given" is checked after parsing rather than with
+  // require_subcommand(1): CLI11 would then answer a misspelt component with "A subcommand is
+  // required" instead of naming the argument it did not expect.
+  tool.require_subcommand(0, 1);
+
+  std::vector<bench_subcommand> components;
+  for (const bench_registrar add_component : registry) components.push_back(add_component(tool));
+
+  try {
+    tool.parse(argc, argv);
+  } catch (const CLI::Success& e) {  // --help, --version
+    return tool.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return bad_arguments(e.what());
+  }
+  if (*threads_option) settings.threads = threads;
+
+  const bench_subcommand* chosen = nullptr;
+  for (const auto& c : components) {
+    if (c.command->parsed()) chosen = &c;
+  }
+  if (chosen == nullptr) {
+    std::string names;
+    for (const auto& c : components) names += (names.empty() ? "" : ", ") + c.command->get_name();
+    return bad_arguments("no component given; one of: " + names);
+  }
+  const std::string name = chosen->command->get_name();
+
+  // palrt-bench is a palrt process, so it starts like one: the process barrier is set up first
+  // thing, while the process has one thread, so registration takes the kernel's fast path and
+  // every component measures a correctly started process. Failure is not fatal here: the
+  // variants that need a barrier report themselves as skipped, with the reason.
+  try {
+    palrt::pal::initialize_process_barrier();
+  } catch (const palrt::pal::barrier_error& e) {
+    std::cerr << "palrt-bench: no process barrier strategy works here: " << one_line(e.what()) << '\n';
+  }
+
+  bench_report report(name);
+  try {
+    chosen->run(settings, report);
+  } catch (const usage_error& e) {
+    return bad_arguments(e.what());
+  } catch (const std::exception& e) {
+    std::cerr << "palrt-bench " << name << ": " << one_line(e.what()) << '\n';
+    return 1;
+  }
+  if (report.results().empty()) {
+    std::cerr << "palrt-bench " << name << ": no variant could be measured on this machine\n";
+    return 1;
+  }
+
+  const machine_info machine = machine_info::collect();
+  if (settings.json) {
+    report.print_json(std::cout, machine);
+  } else {
+    report.print_table(std::cout, machine);
+  }
+  std::cout.flush();
+  if (!std::cout) {
+    std::cerr << "palrt-bench " << name << ": writing the report to stdout failed\n";
+    return 1;
+  }
+  return 0;
+}

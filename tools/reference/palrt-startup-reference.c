@@ -1,0 +1,72 @@
+/*
+ * palrt-startup-reference: the floor for palrt-startup's startup time.
+ *
+ * This is the least a process can do and still end up where palrt's bootstrap ends up:
+ * membarrier registered while the process has one thread (the kernel's fast path), then one
+ * thread started and joined. Plain C, libc and threads only, no C++ runtime, no palrt.
+ *
+ * scripts/bench-startup.sh times it under hyperfine beside `palrt-startup`; the issue's
+ * target is palrt-startup <= 1.50x this program's median. Everything palrt adds on top
+ * (C++ runtime start, phase objects, timing, report) has to fit in that margin, so keep
+ * this program minimal: adding work here would hide palrt's cost.
+ *
+ * Exit status: 0 on success; 1 with a one-line message on stderr if membarrier private
+ * expedited is unavailable or registration fails, or the thread cannot be started.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <linux/membarrier.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static int membarrier(int cmd, unsigned int flags, int cpu_id)
+{
+    return (int)syscall(SYS_membarrier, cmd, flags, cpu_id);
+}
+
+/* Does nothing observable: the point is only that a second thread exists and is joined,
+ * as palrt's service threads do. */
+static void *idle_thread(void *arg)
+{
+    return arg;
+}
+
+int main(void)
+{
+    /* QUERY first, as palrt does: registering a command the kernel lacks fails with EINVAL,
+     * and a seccomp filter may deny membarrier outright (then QUERY fails too). */
+    int mask = membarrier(MEMBARRIER_CMD_QUERY, 0, 0);
+    if (mask < 0) {
+        fprintf(stderr, "palrt-startup-reference: membarrier QUERY failed: %s\n",
+                strerror(errno));
+        return 1;
+    }
+    if (!(mask & MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED)) {
+        fprintf(stderr, "palrt-startup-reference: kernel lacks membarrier "
+                        "REGISTER_PRIVATE_EXPEDITED (mask 0x%x)\n", (unsigned)mask);
+        return 1;
+    }
+
+    /* Register while this is the only thread: the kernel's fast path (mm_users == 1). */
+    if (membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) != 0) {
+        fprintf(stderr, "palrt-startup-reference: membarrier REGISTER_PRIVATE_EXPEDITED "
+                        "failed: %s\n", strerror(errno));
+        return 1;
+    }
+
+    pthread_t thread;
+    int err = pthread_create(&thread, NULL, idle_thread, NULL);
+    if (err != 0) {
+        fprintf(stderr, "palrt-startup-reference: pthread_create failed: %s\n", strerror(err));
+        return 1;
+    }
+    err = pthread_join(thread, NULL);
+    if (err != 0) {
+        fprintf(stderr, "palrt-startup-reference: pthread_join failed: %s\n", strerror(err));
+        return 1;
+    }
+    return 0;
+}
