@@ -68,6 +68,28 @@ test_build() {
 # never rebuilds.
 test_build build 1 -Dbuildtype=release -Dstatic_runtime=true || failures=$((failures + 1))
 
+# What a host does with palrt: use it as a meson subproject (examples/host), and install it
+# with its headers and pkg-config file and build against that. Both must build and run.
+consumers() {
+  local started=$SECONDS stage
+  stage=$(mktemp -d)
+  trap 'rm -rf "$stage"' RETURN
+  echo "== test.sh: examples/host as a subproject, and an installed palrt through pkg-config"
+  meson setup "$stage/host-build" examples/host >/dev/null &&
+    meson compile -C "$stage/host-build" >/dev/null &&
+    "$stage/host-build/example-host" &&
+    meson install -C build --destdir "$stage/root" >/dev/null &&
+    PKG_CONFIG_SYSROOT_DIR="$stage/root" \
+      PKG_CONFIG_PATH="$(find "$stage/root" -name palrt.pc -printf '%h\n' | head -n 1)" \
+      bash -c 'c++ -std=c++20 examples/host/host.cpp -o "$1/pkgconfig-host" $(pkg-config --cflags --libs palrt) &&
+               "$1/pkgconfig-host"' _ "$stage" || {
+    results+=("FAIL  consumers: examples/host or the installed pkg-config build failed")
+    return 1
+  }
+  results+=("PASS  consumers: subproject and pkg-config ($(elapsed $started))")
+}
+consumers || failures=$((failures + 1))
+
 if $sanitize; then
   # The sanitizer runtimes must be the process's first libraries, which needs the dynamic
   # libstdc++ (static_runtime=false) and shared objects with undefined sanitizer symbols

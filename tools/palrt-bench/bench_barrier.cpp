@@ -215,7 +215,7 @@ std::string describe_flush_case(const bench_settings& settings) {
          "what each barrier must reach. ns_per_op = the measuring thread's wall time / its flushes; "
          "median of " +
          std::to_string(settings.repetitions()) + " repetitions of " + std::to_string(budget_ms) +
-         " ms per variant, variants interleaved in slices of 1 ms (or of the slowest op).";
+         " ms per variant, variants interleaved in shuffled order in slices of 1 ms (or of the slowest op).";
 }
 
 std::string format_ns(double v) {

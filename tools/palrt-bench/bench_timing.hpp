@@ -2,8 +2,8 @@
 //
 // The machines are noisy (shared 2-core VMs), so one number per variant is never one run:
 // each variant is sampled in R repetitions and the median reported, and all variants are
-// interleaved within each repetition, so a slow stretch of the machine lands on every variant
-// instead of on whichever happened to run then. Every variant goes through the same loop
+// interleaved within each repetition, in shuffled order, so a slow stretch of the machine lands
+// on every variant instead of on whichever happened to run then. Every variant goes through the same loop
 // (run_for), so a ratio compares the operations, not the loops around them.
 #pragma once
 
@@ -12,6 +12,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -95,10 +97,15 @@ inline constexpr std::chrono::nanoseconds interleave_slice = std::chrono::millis
 // repetition's ns_per_op, indexed like `variants`; the caller reports the median.
 //
 // A repetition is not one stretch per variant: it is cut into slices, and within each slice
-// every variant runs once, the one that opens the slice rotating. A variant's sample is its
-// total time over its total ops in that repetition. So drift (frequency, thermal, a noisy
-// neighbour) lands on all variants alike, and no variant always runs first or right after the
-// same neighbour.
+// every variant runs once. A variant's sample is its total time over its total ops in that
+// repetition. So drift (frequency, thermal, a noisy neighbour) lands on all variants alike.
+//
+// The order within each slice is a fresh random permutation, so on average every variant runs
+// before and after every other equally often, across slice boundaries too. A rotation is not
+// enough: it puts the same neighbour in front of a variant in most slices, and on these VMs
+// that biased the result (palrt, which makes the same syscall as raw-membarrier, came out
+// 1.0-2.2x raw-membarrier with a rotation and 0.9-1.14x with a shuffle). The seed is fixed, so
+// two runs use the same orders.
 //
 // A warm-up round at a tenth of the budget comes first and is discarded: it pays for first
 // touches (page faults, lazy binding, a strategy's first signal delivery) and shows the slowest
@@ -118,12 +125,14 @@ inline std::vector<std::vector<double>> sample_ns_per_op_interleaved(const std::
 
   const std::int64_t slices = std::max<std::int64_t>(1, budget / slice);
   const std::chrono::nanoseconds slice_budget = budget / slices;
-  std::size_t opener = 0;
+  std::minstd_rand shuffler(0x9a17);
+  std::vector<std::size_t> order(n);
+  std::iota(order.begin(), order.end(), std::size_t{0});
   for (int rep = 0; rep < repetitions; ++rep) {
     std::vector<timed_run> total(n);
-    for (std::int64_t s = 0; s < slices; ++s, opener = (opener + 1) % n) {
-      for (std::size_t k = 0; k < n; ++k) {
-        const std::size_t i = (opener + k) % n;
+    for (std::int64_t s = 0; s < slices; ++s) {
+      std::shuffle(order.begin(), order.end(), shuffler);
+      for (const std::size_t i : order) {
         const timed_run r = variants[i].run(slice_budget);
         total[i].ops += r.ops;
         total[i].elapsed += r.elapsed;
