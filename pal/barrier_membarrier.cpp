@@ -21,20 +21,21 @@ class membarrier_barrier final : public barrier_instance {
 
 }  // namespace
 
-std::unique_ptr<barrier_instance> make_membarrier_barrier(bool register_if_needed) {
+std::unique_ptr<barrier_instance> make_membarrier_barrier(bool registered) {
+  // The process barrier's own instance comes straight after a successful registration, which
+  // already proved the commands exist: no second QUERY, no probe, on the startup path.
+  if (registered) return std::make_unique<membarrier_barrier>();
   std::uint32_t mask = membarrier::supported_mask();
   if (!(mask & membarrier::cmd_private_expedited) ||
       !(mask & membarrier::cmd_register_private_expedited)) {
-    // QUERY failed (seccomp, old kernel): QUERY's own errno is not worth more than this.
+    // QUERY failed (seccomp, old kernel): report QUERY's own errno when there is one.
     int err = membarrier::call(0).error;
     throw barrier_error(err ? err : ENOSYS, std::generic_category(),
                         "membarrier PRIVATE_EXPEDITED unavailable");
   }
-  if (register_if_needed) {
-    if (auto r = membarrier::register_private_expedited(); !r.ok())
-      throw barrier_error(r.error, std::generic_category(), "membarrier registration failed");
-  }
-  // Prove it works now rather than at the first flush: EPERM here means not registered.
+  if (auto r = membarrier::register_private_expedited(); !r.ok())
+    throw barrier_error(r.error, std::generic_category(), "membarrier registration failed");
+  // Prove it works now rather than at the first flush.
   if (auto r = membarrier::private_expedited(); !r.ok())
     throw barrier_error(r.error, std::generic_category(), "membarrier PRIVATE_EXPEDITED failed");
   return std::make_unique<membarrier_barrier>();

@@ -34,9 +34,10 @@ std::optional<barrier_strategy> forced_strategy() {
                       std::string("PALRT_BARRIER=") + value + " is not one of membarrier, mprotect, signal");
 }
 
+// Only called for membarrier once registration succeeded.
 std::unique_ptr<barrier_instance> make(barrier_strategy s, bool automatic) {
   switch (s) {
-    case barrier_strategy::membarrier: return internal::make_membarrier_barrier(false);
+    case barrier_strategy::membarrier: return internal::make_membarrier_barrier(/*registered=*/true);
     case barrier_strategy::mprotect: return internal::make_mprotect_barrier(automatic);
     case barrier_strategy::signal: return internal::make_signal_barrier();
   }
@@ -135,7 +136,7 @@ void flush_process_write_buffers() {
 }
 
 std::unique_ptr<barrier_instance> make_barrier_instance(barrier_strategy s) {
-  if (s == barrier_strategy::membarrier) return internal::make_membarrier_barrier(true);
+  if (s == barrier_strategy::membarrier) return internal::make_membarrier_barrier(/*registered=*/false);
   return make(s, /*automatic=*/false);
 }
 

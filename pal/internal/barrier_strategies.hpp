@@ -9,9 +9,9 @@
 
 namespace palrt::pal::internal {
 
-// Requires that this process is registered for PRIVATE_EXPEDITED, or registers it when
-// `register_if_needed` (which takes the slow path if threads already exist).
-std::unique_ptr<barrier_instance> make_membarrier_barrier(bool register_if_needed);
+// `registered`: the caller has just registered this process successfully. Otherwise this
+// checks the kernel offers the commands and registers (the slow path if threads exist).
+std::unique_ptr<barrier_instance> make_membarrier_barrier(bool registered);
 
 // `automatic`: refuse where the trick is not known to be reliable (not x86-64, or the CPU
 // flushes TLBs by broadcast without IPIs), so only an explicit force uses it there.
