@@ -292,6 +292,17 @@ TEST_CASE("the constructor registers the process before main") {
   CHECK(field(with, "preload_mask") == kernel.mask);
 }
 
+TEST_CASE("a shim loaded after a thread exists counts the threads of its slow registration") {
+  // dlopen after pthread_create: the registration is multi-threaded, the kernel's slow path;
+  // the record must say 2 threads (counted), not assume the single-threaded case.
+  kernel_support kernel;
+  REQUIRE(kernel.private_expedited());
+  auto s = membarrier_state({}, {"--dlopen-after-thread", artefact("PALRT_TEST_SHIM")});
+  CHECK(field(s, "preload_state") == PALRT_PRELOAD_REGISTERED);
+  CHECK(field(s, "preload_threads") == 2);
+  CHECK(field(s, "private_expedited") == 0);
+}
+
 TEST_CASE("a thread started by an earlier constructor finds the process registered") {
   kernel_support kernel;
   REQUIRE(kernel.private_expedited());

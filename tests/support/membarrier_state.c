@@ -4,15 +4,18 @@
  * without LD_PRELOAD; it never registers by itself, so whatever it finds registered was done
  * by the shim (or by nothing).
  *
- *   palrt-membarrier-state [--dlopen PATH]
+ *   palrt-membarrier-state [--dlopen PATH | --dlopen-after-thread PATH]
  *
  * --dlopen loads PATH (the shim) first. That is how the secure-execution test gets the shim
  * into a setgid process: the loader ignores LD_PRELOAD paths with a slash in secure mode,
  * but the shim's constructor runs the same code whichever way it was loaded.
+ * --dlopen-after-thread starts a second thread first, so the shim's registration is a late,
+ * multi-threaded one: the kernel's slow path, which the shim must count, not assume.
  */
 #define _GNU_SOURCE
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/auxv.h>
@@ -20,15 +23,33 @@
 #include "pal/internal/membarrier_syscall.h"
 #include "startup/internal/preload_info.h"
 
+static pthread_mutex_t hold = PTHREAD_MUTEX_INITIALIZER;
+
+static void* wait_for_release(void* arg) {
+  pthread_mutex_lock(&hold);
+  pthread_mutex_unlock(&hold);
+  return arg;
+}
+
 int main(int argc, char** argv) {
-  if (argc == 3 && strcmp(argv[1], "--dlopen") == 0) {
+  pthread_t waiter;
+  int after_thread = argc == 3 && strcmp(argv[1], "--dlopen-after-thread") == 0;
+  if (after_thread) {
+    pthread_mutex_lock(&hold);
+    if (pthread_create(&waiter, NULL, wait_for_release, NULL) != 0) return 2;
+  }
+  if (argc == 3 && (after_thread || strcmp(argv[1], "--dlopen") == 0)) {
     if (!dlopen(argv[2], RTLD_NOW | RTLD_GLOBAL)) {
       fprintf(stderr, "palrt-membarrier-state: dlopen %s: %s\n", argv[2], dlerror());
       return 2;
     }
   } else if (argc != 1) {
-    fprintf(stderr, "usage: palrt-membarrier-state [--dlopen PATH]\n");
+    fprintf(stderr, "usage: palrt-membarrier-state [--dlopen PATH | --dlopen-after-thread PATH]\n");
     return 2;
+  }
+  if (after_thread) {
+    pthread_mutex_unlock(&hold);
+    pthread_join(waiter, NULL);
   }
 
   printf("at_secure=%lu\n", getauxval(AT_SECURE));
