@@ -133,7 +133,7 @@ TEST_CASE("bootstrap: a failing phase unwinds what started before it; the error 
 }
 
 TEST_CASE("bootstrap: under RLIMIT_NPROC the finalizer phase fails with EAGAIN and leaves no thread") {
-  auto c = run_fresh("boot_under_rlimit_nproc");
+  auto c = run_fresh("boot_under_rlimit_nproc", run_options{palrt::testing::privilege_drop_env(), {}});
   INFO(c.out, c.err);
   REQUIRE(c.exit_code == 3);
   CHECK(has(c.out, "failed phase=finalizer errno=" + std::to_string(EAGAIN) + " threads_after=1"));
@@ -158,11 +158,8 @@ TEST_CASE("bootstrap: a barrier that cannot be set up fails the process-barrier 
 
 TEST_CASE("bootstrap: under the preload shim, threads-first registers with one thread (the shim's)") {
   if (!membarrier_available()) return;  // nothing for the shim to register
-  std::string asan = std::getenv("ASAN_OPTIONS") ? std::getenv("ASAN_OPTIONS") : "";
   auto c = run_fresh("boot_threads_first",
-                     run_options{{"LD_PRELOAD=" + palrt::testing::artefact("PALRT_TEST_SHIM"),
-                                  "ASAN_OPTIONS=" + asan + (asan.empty() ? "" : ":") + "verify_asan_link_order=0"},
-                                 {}});
+                     run_options{palrt::testing::preload_env(palrt::testing::artefact("PALRT_TEST_SHIM")), {}});
   INFO(c.out, c.err);
   REQUIRE(c.exit_code == 0);
   CHECK(has(c.out, "phases=finalizer,sync-manager,process-barrier,"));

@@ -119,7 +119,7 @@ TEST_CASE("palrt-startup: the JSON report parses and has every field, for each o
 
 TEST_CASE("palrt-startup: under the preload shim, threads-first reports registered_by preload with 1 thread") {
   if (!membarrier_available()) return;
-  json j = startup_json({"--order", "threads-first"}, {{"LD_PRELOAD=" + artefact("PALRT_TEST_SHIM")}, {}});
+  json j = startup_json({"--order", "threads-first"}, {palrt::testing::preload_env(artefact("PALRT_TEST_SHIM")), {}});
   CHECK(j["registered_by"].as_string() == "preload");
   CHECK(j["threads_at_registration"].as_number() == 1);
   // The bootstrap's own, late REGISTER found the process registered and returned at once.
@@ -135,7 +135,7 @@ PALRT_FRESH_PROCESS(exec_startup_under_rlimit_nproc) {
 }
 
 TEST_CASE("palrt-startup: a startup failure exits 1 and names the phase and errno") {
-  auto r = run_fresh("exec_startup_under_rlimit_nproc");
+  auto r = run_fresh("exec_startup_under_rlimit_nproc", {palrt::testing::privilege_drop_env(), {}});
   INFO(r.out, r.err);
   CHECK(r.exit_code == 1);
   CHECK(line_count(r.err) == 1);
@@ -153,7 +153,8 @@ TEST_CASE("palrt-startup doctor: a readable report of this machine, exit 0") {
     CAPTURE(part);
     CHECK(r.out.find(part) != std::string::npos);
   }
-  auto shim = run_process({artefact("PALRT_TEST_STARTUP"), "doctor"}, {{"LD_PRELOAD=" + artefact("PALRT_TEST_SHIM")}, {}});
+  auto shim = run_process({artefact("PALRT_TEST_STARTUP"), "doctor"},
+                          {palrt::testing::preload_env(artefact("PALRT_TEST_SHIM")), {}});
   CHECK(shim.exit_code == 0);
   CHECK(shim.out.find("preload shim        loaded") != std::string::npos);
 }

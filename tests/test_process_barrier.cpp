@@ -13,8 +13,10 @@
 #include <doctest/doctest.h>
 
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -26,6 +28,7 @@
 #include "palrt/pal/process_barrier.hpp"
 #include "palrt/pal/thread_factory.hpp"
 #include "palrt/pal/wake_event.hpp"
+#include "scale.hpp"
 #include "subprocess.hpp"
 
 using namespace palrt;
@@ -47,15 +50,26 @@ struct litmus_outcome {
   long both_seen = 0;      // r1 == 1, r2 == 1
 };
 
+// Spin-waits until `ready()`; yields now and then so that an oversubscribed machine (a
+// sanitizer build, another job) hands the CPU to the thread we wait for instead of burning
+// a whole time slice.
+template <class Ready>
+inline void spin_until(Ready ready) {
+  for (unsigned n = 1; !ready(); ++n)
+    if (n % 4096 == 0) sched_yield();
+}
+
 // Busy-waits n loop turns; the empty asm keeps the compiler from deleting the loop.
 inline void spin_for(unsigned n) {
   for (unsigned i = 0; i < n; ++i) asm volatile("" : "+r"(i));
 }
 
-// Random delays of up to this many loop turns (~100 ns here) on both sides: the threads leave
-// the spin barrier ~100-200 ns apart, and without jitter the same thread would always run
-// first, so the store-load windows would rarely overlap (measured: ~35% of rounds overlap
-// with it, under 1% without).
+// Random delays of up to this many loop turns (~100 ns here) on both sides, on top of an
+// adaptive bias: the threads leave the spin barrier a variable time apart (100-200 ns on a
+// quiet machine, far more under a sanitizer or load), so a fixed delay would let one side
+// win every round and the store-load windows would never overlap. After each round in which
+// one side ran entirely first, the bias delays that side a little more next time, which
+// keeps the two sides racing (measured: 5-35% of rounds overlap).
 constexpr unsigned jitter_turns = 256;
 
 // Runs up to `max_iterations` rounds or until `budget` passes (or, when stop_on_forbidden,
@@ -67,17 +81,22 @@ litmus_outcome store_buffering(bool with_flush, long max_iterations, std::chrono
   alignas(64) std::atomic<int> y{0};
   alignas(64) std::atomic<long> arrive_a{0}, arrive_b{0}, done_a{0};
   alignas(64) std::atomic<int> r1{0};
+  // > 0 delays B, < 0 delays A, in loop turns; written by B before it releases A (relaxed:
+  // ordered by the arrive_b release/acquire pair).
+  alignas(64) std::atomic<int> bias{0};
 
   auto thread_a = pal::start_thread({"litmus-a", 0}, [&] {
     unsigned jitter = 1;
     for (long i = 1;; ++i) {
       arrive_a.store(i, std::memory_order_release);
-      long b;
-      do b = arrive_b.load(std::memory_order_acquire);
-      while (b != -1 && b < i);
+      long b = 0;
+      spin_until([&] {
+        b = arrive_b.load(std::memory_order_acquire);
+        return b == -1 || b >= i;
+      });
       if (b == -1) break;  // B ended the run
       jitter = jitter * 1103515245u + 12345u;
-      spin_for((jitter >> 16) % jitter_turns);
+      spin_for((jitter >> 16) % jitter_turns + static_cast<unsigned>(std::max(0, -bias.load(std::memory_order_relaxed))));
       x.store(1, std::memory_order_relaxed);
       std::atomic_signal_fence(std::memory_order_seq_cst);  // the fast side: compiler barrier only
       r1.store(y.load(std::memory_order_relaxed), std::memory_order_relaxed);
@@ -87,29 +106,37 @@ litmus_outcome store_buffering(bool with_flush, long max_iterations, std::chrono
 
   litmus_outcome out;
   unsigned jitter = 7;
+  constexpr int bias_step = 16, max_bias = 1 << 16;
+  int b_delay = 0;
   const auto deadline = std::chrono::steady_clock::now() + budget;
   for (long i = 1; i <= max_iterations; ++i) {
     x.store(0, std::memory_order_relaxed);
     y.store(0, std::memory_order_relaxed);
+    bias.store(b_delay, std::memory_order_relaxed);
     arrive_b.store(i, std::memory_order_release);  // release: A sees the reset above
-    while (arrive_a.load(std::memory_order_acquire) < i) {
-    }
+    spin_until([&] { return arrive_a.load(std::memory_order_acquire) >= i; });
     jitter = jitter * 1103515245u + 12345u;
-    spin_for((jitter >> 16) % jitter_turns);
+    spin_for((jitter >> 16) % jitter_turns + static_cast<unsigned>(std::max(0, b_delay)));
     y.store(1, std::memory_order_relaxed);
     if (with_flush)
       pal::flush_process_write_buffers();
     else
       std::atomic_signal_fence(std::memory_order_seq_cst);
     int r2 = x.load(std::memory_order_relaxed);
-    while (done_a.load(std::memory_order_acquire) < i) {
-    }
+    spin_until([&] { return done_a.load(std::memory_order_acquire) >= i; });
     int a = r1.load(std::memory_order_relaxed);
     ++out.iterations;
-    if (a == 0 && r2 == 0) ++out.forbidden;
-    else if (a == 0) ++out.only_a_first;
-    else if (r2 == 0) ++out.only_b_first;
-    else ++out.both_seen;
+    if (a == 0 && r2 == 0) {
+      ++out.forbidden;
+    } else if (a == 0) {
+      ++out.only_a_first;
+      b_delay = std::max(b_delay - bias_step, -max_bias);  // A ran first: delay A, not B
+    } else if (r2 == 0) {
+      ++out.only_b_first;
+      b_delay = std::min(b_delay + bias_step, max_bias);  // B ran first: delay B
+    } else {
+      ++out.both_seen;
+    }
     bool stop = (stop_on_forbidden && out.forbidden > 0) ||
                 ((i & 255) == 0 && std::chrono::steady_clock::now() > deadline);
     if (stop) break;
@@ -144,7 +171,8 @@ PALRT_FRESH_PROCESS(litmus_with_flush) {
     std::printf("unavailable %d %s\n", e.code().value(), e.what());
     return 3;
   }
-  auto o = store_buffering(true, 20000, std::chrono::milliseconds(3000), false);
+  auto o = store_buffering(true, 20000 * palrt::testing::scale(),
+                           std::chrono::milliseconds(3000) * palrt::testing::scale(), false);
   std::printf("%s\n", describe(o).c_str());
   if (o.forbidden != 0) return 1;
   // A run where A's load never raced B's store proves nothing about the barrier.
@@ -227,7 +255,7 @@ TEST_CASE("process barrier: each strategy instance flushes with busy threads run
     }
     auto b = pal::make_barrier_instance(s);
     CHECK(b->strategy() == s);
-    for (int i = 0; i < 200; ++i) b->flush();
+    for (long i = 0; i < 200 * palrt::testing::scale(); ++i) b->flush();
   }
   stop = true;
   busy.join();

@@ -141,7 +141,7 @@ TEST_CASE("thread factory: a refused thread start is a thread_start_error with t
 }
 
 TEST_CASE("thread factory: RLIMIT_NPROC makes the kernel refuse the thread; the error says EAGAIN") {
-  auto child = run_fresh("factory_under_rlimit_nproc");
+  auto child = run_fresh("factory_under_rlimit_nproc", {palrt::testing::privilege_drop_env(), {}});
   INFO(child.out, child.err);
   REQUIRE(child.exit_code == 0);
   CHECK(child.out.find("error=" + std::to_string(EAGAIN) + " name=probe") != std::string::npos);

@@ -5,6 +5,7 @@
 
 #include "palrt/pal/thread_factory.hpp"
 #include "palrt/pal/wake_event.hpp"
+#include "scale.hpp"
 
 using namespace palrt;
 using namespace std::chrono_literals;
@@ -27,10 +28,10 @@ TEST_CASE("wake_event: every set() is seen by a waiting thread; no wake-up is lo
   // Ping-pong: each side waits for the other's set; a lost wake-up stalls the run, which
   // wait_for turns into a reported loss instead of a hang.
   pal::wake_event ping, pong;
-  constexpr int rounds = 20000;
+  const long rounds = 20000 * palrt::testing::scale();
   std::atomic<int> lost{0};
   auto t = pal::start_thread({"pong", 0}, [&] {
-    for (int i = 0; i < rounds; ++i) {
+    for (long i = 0; i < rounds; ++i) {
       if (!ping.wait_for(2s)) {
         lost.fetch_add(1);
         return;
@@ -38,8 +39,8 @@ TEST_CASE("wake_event: every set() is seen by a waiting thread; no wake-up is lo
       pong.set();
     }
   });
-  int completed = 0;
-  for (int i = 0; i < rounds; ++i) {
+  long completed = 0;
+  for (long i = 0; i < rounds; ++i) {
     ping.set();
     if (!pong.wait_for(2s)) break;
     ++completed;

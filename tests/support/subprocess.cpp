@@ -136,6 +136,20 @@ process_result run_fresh(const std::string& name, const run_options& opts) {
   return run_process({"/proc/self/exe", "--palrt-fresh=" + name}, opts);
 }
 
+namespace {
+std::string asan_options_plus(const char* extra) {
+  const char* current = std::getenv("ASAN_OPTIONS");
+  std::string value = current && *current ? std::string(current) + ":" + extra : extra;
+  return "ASAN_OPTIONS=" + value;
+}
+}  // namespace
+
+std::vector<std::string> preload_env(const std::string& shim) {
+  return {"LD_PRELOAD=" + shim, asan_options_plus("verify_asan_link_order=0")};
+}
+
+std::vector<std::string> privilege_drop_env() { return {asan_options_plus("detect_leaks=0")}; }
+
 std::string artefact(const char* env_name) {
   const char* value = std::getenv(env_name);
   REQUIRE_MESSAGE((value && *value), env_name << " is not set: run this suite through `meson test`");

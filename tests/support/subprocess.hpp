@@ -34,6 +34,15 @@ process_result run_fresh(const std::string& name, const run_options& opts = {});
 // test with a clear message when it is missing.
 std::string artefact(const char* env_name);
 
+// Environment for preloading `shim` into a program of this build. Under ASan the runtime
+// insists on being first in the library list; the shim is deliberately not instrumented, so
+// that check is turned off (the program is still fully checked).
+std::vector<std::string> preload_env(const std::string& shim);
+
+// Environment for a fresh process that drops privileges (RLIMIT_NPROC tests): LeakSanitizer
+// cannot inspect a process after setuid and would turn a clean exit into a failure.
+std::vector<std::string> privilege_drop_env();
+
 using fresh_fn = int (*)();
 struct fresh_registrar {
   fresh_registrar(const char* name, fresh_fn fn);

@@ -212,10 +212,11 @@ std::string describe_flush_case(const bench_settings& settings) {
   return "one process-wide barrier per op, called in a loop by the measuring thread; threads = other "
          "threads of the process spinning busy meanwhile, pinned to CPUs other than the measuring "
          "thread's where possible (more busy threads than CPUs share them); they do no ops, they are "
-         "what each barrier must reach. ns_per_op = the measuring thread's wall time / its flushes; "
-         "median of " +
+         "what each barrier must reach. ns_per_op = the measuring thread's wall time / its flushes, "
+         "per slice of 1 ms (or of the slowest op), the variants' slices interleaved in shuffled "
+         "order; median of the slices of each of " +
          std::to_string(settings.repetitions()) + " repetitions of " + std::to_string(budget_ms) +
-         " ms per variant, variants interleaved in shuffled order in slices of 1 ms (or of the slowest op).";
+         " ms per variant, then median of the repetitions.";
 }
 
 std::string format_ns(double v) {

@@ -2,8 +2,8 @@
 //
 // The machines are noisy (shared 2-core VMs), so one number per variant is never one run:
 // each variant is sampled in R repetitions and the median reported, and all variants are
-// interleaved within each repetition, in shuffled order, so a slow stretch of the machine lands
-// on every variant instead of on whichever happened to run then. Every variant goes through the same loop
+// interleaved within each repetition in 1 ms slices, in shuffled order, so a slow stretch of
+// the machine lands on every variant instead of on whichever happened to run then. Every variant goes through the same loop
 // (run_for), so a ratio compares the operations, not the loops around them.
 #pragma once
 
@@ -93,12 +93,18 @@ struct measured_variant {
 // costs one std::function call and a few clock reads per slice (~0.01%).
 inline constexpr std::chrono::nanoseconds interleave_slice = std::chrono::milliseconds(1);
 
-// Measures every variant in `repetitions` repetitions of about `budget` each and returns each
-// repetition's ns_per_op, indexed like `variants`; the caller reports the median.
+// Measures every variant in `repetitions` repetitions of about `budget` each and returns one
+// ns_per_op per repetition, indexed like `variants`; the caller reports the median.
 //
 // A repetition is not one stretch per variant: it is cut into slices, and within each slice
-// every variant runs once. A variant's sample is its total time over its total ops in that
-// repetition. So drift (frequency, thermal, a noisy neighbour) lands on all variants alike.
+// every variant runs once, so drift (frequency, thermal, a noisy neighbour) lands on all
+// variants alike. Each slice gives wall time / ops, and the repetition's value is the median
+// of its slices. On these VMs the cost of an op switches between regimes within milliseconds
+// (a membarrier IPI costs ~0.6 us while the target vCPU runs and tens of us while the host
+// has descheduled it), and a tight loop does most of its ops in the fast regime; the median
+// of slices weighs time, not ops, which is also what a caller flushing at a random moment
+// pays. In an A/A check (raw-membarrier measured twice as two variants, 2 vCPUs under load)
+// all time / all ops per repetition agreed within ~20%, the median of 1 ms slices within ~3%.
 //
 // The order within each slice is a fresh random permutation, so on average every variant runs
 // before and after every other equally often, across slice boundaries too. A rotation is not
@@ -129,16 +135,12 @@ inline std::vector<std::vector<double>> sample_ns_per_op_interleaved(const std::
   std::vector<std::size_t> order(n);
   std::iota(order.begin(), order.end(), std::size_t{0});
   for (int rep = 0; rep < repetitions; ++rep) {
-    std::vector<timed_run> total(n);
+    std::vector<std::vector<double>> slice_ns_per_op(n);
     for (std::int64_t s = 0; s < slices; ++s) {
       std::shuffle(order.begin(), order.end(), shuffler);
-      for (const std::size_t i : order) {
-        const timed_run r = variants[i].run(slice_budget);
-        total[i].ops += r.ops;
-        total[i].elapsed += r.elapsed;
-      }
+      for (const std::size_t i : order) slice_ns_per_op[i].push_back(variants[i].run(slice_budget).ns_per_op());
     }
-    for (std::size_t i = 0; i < n; ++i) samples[i].push_back(total[i].ns_per_op());
+    for (std::size_t i = 0; i < n; ++i) samples[i].push_back(median(std::move(slice_ns_per_op[i])));
   }
   return samples;
 }
