@@ -13,8 +13,8 @@
 
 #include "internal/barrier_strategies.hpp"
 #include "internal/membarrier_syscall.h"
+#include "internal/thread_census.h"
 #include "palrt/pal/membarrier.hpp"
-#include "palrt/pal/thread_census.hpp"
 
 namespace palrt::pal {
 namespace {
@@ -47,9 +47,9 @@ std::unique_ptr<barrier_instance> make(barrier_strategy s, bool automatic) {
 void register_membarrier(process_barrier_state& st) {
   palrt_registration reg;
   palrt_membarrier_register(&reg);
-  // The census comes after the timed registration so it does not inflate registration_ns;
-  // nothing in this process starts a thread in between (the factory waits on init_mutex).
-  st.threads_at_registration = threads_in_process();
+  // After the timed registration, so it does not inflate registration_ns; nothing in this
+  // process starts a thread in between (the factory waits on init_mutex).
+  st.threads_at_registration = palrt_threads_at_registration(&reg);
   st.membarrier_mask = reg.mask;
   st.registration_error = reg.error;
   st.registered = reg.error == 0;

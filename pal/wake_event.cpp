@@ -1,10 +1,12 @@
 #include "palrt/pal/wake_event.hpp"
 
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 namespace palrt::pal {
@@ -36,25 +38,32 @@ void wake_event::set() noexcept {
   if (waiters_.load(std::memory_order_seq_cst) != 0) futex(&state_, FUTEX_WAKE, 1, nullptr);
 }
 
-bool wake_event::try_consume() noexcept {
+bool wake_event::try_wait() noexcept {
   std::uint32_t expected = signalled;
   // acquire: what the setter wrote before set() is visible after a successful consume.
   return state_.compare_exchange_strong(expected, clear, std::memory_order_acquire, std::memory_order_relaxed);
 }
 
-void wake_event::wait() noexcept {
-  while (!wait_for(std::chrono::nanoseconds::max())) {
+void wake_event::wait(std::chrono::nanoseconds stay_awake) noexcept {
+  while (!wait_for(std::chrono::nanoseconds::max(), stay_awake)) {
   }
 }
 
-bool wake_event::wait_for(std::chrono::nanoseconds timeout) noexcept {
-  if (try_consume()) return true;
+bool wake_event::wait_for(std::chrono::nanoseconds timeout, std::chrono::nanoseconds stay_awake) noexcept {
+  if (try_wait()) return true;
+  if (stay_awake > std::chrono::nanoseconds::zero()) {
+    const auto until = std::chrono::steady_clock::now() + std::min(stay_awake, timeout);
+    do {
+      sched_yield();
+      if (try_wait()) return true;
+    } while (std::chrono::steady_clock::now() < until);
+  }
   const bool forever = timeout == std::chrono::nanoseconds::max();
   const timespec deadline = forever ? timespec{} : deadline_after(timeout);
   waiters_.fetch_add(1, std::memory_order_seq_cst);
   bool consumed = false;
   for (;;) {
-    if (state_.load(std::memory_order_seq_cst) == signalled && try_consume()) {
+    if (state_.load(std::memory_order_seq_cst) == signalled && try_wait()) {
       consumed = true;
       break;
     }
@@ -63,7 +72,7 @@ bool wake_event::wait_for(std::chrono::nanoseconds timeout) noexcept {
     long r = ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&state_), FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG,
                        clear, forever ? nullptr : &deadline, nullptr, FUTEX_BITSET_MATCH_ANY);
     if (r != 0 && errno == ETIMEDOUT) {
-      consumed = try_consume();  // a set() that landed at the deadline still counts
+      consumed = try_wait();  // a set() that landed at the deadline still counts
       break;
     }
   }

@@ -37,7 +37,8 @@ void service_thread::start() {
       if (state->work) state->work(state->stop);
     }
   });
-  state_->running.wait();
+  // A thread start takes ~50 us: stay awake for it (see wake_event::wait_for).
+  state_->running.wait(std::chrono::microseconds(200));
 }
 
 void service_thread::wake() noexcept { state_->wake.set(); }

@@ -57,6 +57,8 @@ static inline int64_t palrt_monotonic_ns(void) {
 struct palrt_registration {
   uint32_t mask;           /* QUERY result; 0 when QUERY failed (seccomp may deny it) */
   int error;               /* 0, or the errno of the failed step (QUERY or REGISTER) */
+  int already_registered;  /* GET_REGISTRATIONS said so before REGISTER: 1, 0, or -1 when the
+                              kernel cannot tell (before 6.3) */
   int64_t started_ns;      /* CLOCK_MONOTONIC when registration began */
   int64_t duration_ns;     /* how long QUERY + REGISTER took: ~1 us fast path, ms slow path */
 };
@@ -68,6 +70,7 @@ struct palrt_registration {
  */
 static inline void palrt_membarrier_register(struct palrt_registration* out) {
   out->started_ns = palrt_monotonic_ns();
+  out->already_registered = -1;
   long mask = palrt_membarrier_call(PALRT_MB_CMD_QUERY, 0);
   if (mask < 0) {
     out->mask = 0;
@@ -77,6 +80,11 @@ static inline void palrt_membarrier_register(struct palrt_registration* out) {
     if (!(mask & PALRT_MB_CMD_REGISTER_PRIVATE_EXPEDITED) || !(mask & PALRT_MB_CMD_PRIVATE_EXPEDITED)) {
       out->error = ENOSYS; /* kernel predates 4.14 or was built without it */
     } else {
+      out->already_registered = -1;
+      if (mask & PALRT_MB_CMD_GET_REGISTRATIONS) {
+        long regs = palrt_membarrier_call(PALRT_MB_CMD_GET_REGISTRATIONS, 0);
+        if (regs >= 0) out->already_registered = (regs & PALRT_MB_CMD_REGISTER_PRIVATE_EXPEDITED) != 0;
+      }
       long r = palrt_membarrier_call(PALRT_MB_CMD_REGISTER_PRIVATE_EXPEDITED, 0);
       out->error = r < 0 ? (int)-r : 0;
     }

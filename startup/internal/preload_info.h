@@ -32,12 +32,8 @@ struct palrt_preload_info {
   uint32_t version;          /* PALRT_PRELOAD_INFO_VERSION */
   int state;                 /* enum palrt_preload_state */
   int trigger;               /* enum palrt_preload_trigger */
-  /* Threads alive when the shim registered. A registration that took the kernel's fast path
-   * (under 200 us; it is ~1 us, the slow path >= ~5 ms) was single-threaded by the kernel's
-   * own rule (one user of the address space), so this is 1 without reading /proc, which
-   * would cost ~15 us on every preloaded program. A slow or failed registration is counted
-   * from /proc/self/status. (With one CPU online the kernel also takes the fast path; then
-   * 1 may undercount threads that were not started through pthread_create.) */
+  /* Threads alive when the shim registered: palrt_threads_at_registration() (1 when the
+   * kernel's fast path says so, otherwise counted from /proc). */
   int threads_at_registration;
   struct palrt_registration registration;
 };

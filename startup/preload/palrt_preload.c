@@ -156,17 +156,6 @@ static void report(const struct palrt_preload_info* info) {
   if (len > 0) write_stderr_line(line, (size_t)len < sizeof line ? (size_t)len : sizeof line - 1);
 }
 
-/* The kernel takes its fast path (~1 us) only while the process has one user of its address
- * space, so a fast registration was a single-threaded one; counting from /proc would cost
- * ~15 us, more than registering, on every preloaded program. A slow one (a thread that did
- * not come through our pthread_create, e.g. raw clone) is counted: it has already cost a
- * grace period, and the count says why. */
-static int threads_at_registration(const struct palrt_registration* reg) {
-  const int64_t fast_path_bound_ns = 200 * 1000; /* fast ~1-3 us, grace period >= ~5 ms */
-  if (reg->error == 0 && reg->duration_ns < fast_path_bound_ns) return 1;
-  return palrt_threads_in_process();
-}
-
 /* Registers (or records that the user disabled it) the first time it is called, from the
  * constructor or the first pthread_create, whichever comes first. */
 static void ensure_registered(int trigger) {
@@ -187,7 +176,7 @@ static void ensure_registered(int trigger) {
       palrt_membarrier_register(&g_info.registration);
       g_info.state =
           g_info.registration.error == 0 ? PALRT_PRELOAD_REGISTERED : PALRT_PRELOAD_FAILED;
-      g_info.threads_at_registration = threads_at_registration(&g_info.registration);
+      g_info.threads_at_registration = palrt_threads_at_registration(&g_info.registration);
     }
     __atomic_store_n(&g_phase, PHASE_DONE, __ATOMIC_RELEASE);
     if (cfg.enabled && cfg.verbose) report(&g_info);

@@ -46,7 +46,9 @@ struct process_barrier_state {
   std::uint32_t membarrier_mask = 0; // QUERY result (0 when denied or skipped)
   int registration_error = 0;        // errno of a failed registration, 0 if none / skipped
   bool registered = false;           // this process is registered for PRIVATE_EXPEDITED
-  int threads_at_registration = 0;   // census when registration ran, 0 when it did not
+  // Threads alive when registration ran (0 when it did not): 1 when the kernel took its
+  // single-threaded fast path, otherwise counted from /proc (see thread_census.h).
+  int threads_at_registration = 0;
   std::int64_t registration_started_ns = 0;  // CLOCK_MONOTONIC
   std::int64_t registration_ns = 0;          // QUERY + REGISTER duration
 };

@@ -21,12 +21,20 @@ class wake_event {
   wake_event& operator=(const wake_event&) = delete;
 
   void set() noexcept;
-  void wait() noexcept;
+  // Consumes a pending signal without blocking; false if there was none.
+  bool try_wait() noexcept;
+  void wait(std::chrono::nanoseconds stay_awake = std::chrono::nanoseconds::zero()) noexcept;
   // false when the timeout passed without a signal.
-  bool wait_for(std::chrono::nanoseconds timeout) noexcept;
+  //
+  // `stay_awake`: first yield the CPU (sched_yield) for up to this long before sleeping in
+  // the kernel. For waits that are known to be short, like a thread start or exit: if this
+  // CPU went idle, the wake-up would also have to wake it, which on a virtual machine costs
+  // tens of microseconds; and the thread being waited for may be queued on this very CPU,
+  // where yielding is what lets it run (spinning would only delay it).
+  bool wait_for(std::chrono::nanoseconds timeout,
+                std::chrono::nanoseconds stay_awake = std::chrono::nanoseconds::zero()) noexcept;
 
  private:
-  bool try_consume() noexcept;
   static constexpr std::uint32_t clear = 0, signalled = 1;
   std::atomic<std::uint32_t> state_{clear};  // the futex word
   std::atomic<std::uint32_t> waiters_{0};
