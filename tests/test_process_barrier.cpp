@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "palrt/pal/membarrier.hpp"
 #include "palrt/pal/process_barrier.hpp"
@@ -232,6 +233,27 @@ TEST_CASE("process barrier: prefers membarrier, falls back when it is denied, re
     CHECK((child.out.find("registration_error=1 ") != std::string::npos ||   // EPERM
            child.out.find("registration_error=38 ") != std::string::npos));  // ENOSYS
   }
+}
+
+PALRT_FRESH_PROCESS(register_after_foreign_thread) {
+  // A thread palrt did not start (the host's own, started before palrt was initialised).
+  pal::wake_event release;
+  std::thread foreign([&] { release.wait(); });
+  const auto& st = pal::initialize_process_barrier();
+  release.set();
+  foreign.join();
+  std::printf("registered=%d threads=%d slow=%d\n", st.registered, st.threads_at_registration,
+              st.registration_ns > 200'000);
+  return 0;
+}
+
+TEST_CASE("process barrier: a registration with a thread already alive is counted, not assumed") {
+  if (!membarrier_available()) return;
+  auto child = run_fresh("register_after_foreign_thread");
+  INFO(child.out, child.err);
+  REQUIRE(child.exit_code == 0);
+  // The kernel took the slow path (a grace period), and the census says why: 2 threads.
+  CHECK(child.out.find("registered=1 threads=2 slow=1") != std::string::npos);
 }
 
 TEST_CASE("process barrier: a bad PALRT_BARRIER value is an error that names the value") {
