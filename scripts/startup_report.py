@@ -29,7 +29,7 @@ def fail(message):
 
 # --- inputs ---------------------------------------------------------------------------------
 
-def load_hyperfine(path):
+def load_hyperfine_round(path):
     """[(name, times in ms)] in the order hyperfine ran them."""
     try:
         with open(path) as f:
@@ -42,6 +42,31 @@ def load_hyperfine(path):
     if not rows or any(not times for _, times in rows):
         fail(f"{path} has no timings")
     return rows
+
+
+def load_hyperfine(paths):
+    """Rounds of the same hyperfine run: ([(name, pooled times)], [per-round rows]).
+    The machines are noisy in bursts longer than one row takes, so the script runs all rows
+    several times over; ratios are taken within a round, then the median over rounds."""
+    rounds = [load_hyperfine_round(p) for p in paths]
+    names = [name for name, _ in rounds[0]]
+    for path, r in zip(paths, rounds):
+        if [name for name, _ in r] != names:
+            fail(f"{path} does not have the same commands as {paths[0]}")
+    pooled = [(name, [t for r in rounds for t in r[i][1]]) for i, name in enumerate(names)]
+    return pooled, rounds
+
+
+def round_ratios(rounds, a, b):
+    """Row a's median over row b's, once per round."""
+    return [statistics.median(r[a][1]) / statistics.median(r[b][1]) for r in rounds]
+
+
+def describe_ratio(ratios):
+    median = statistics.median(ratios)
+    if len(ratios) == 1:
+        return median, f"{median:.2f}x"
+    return median, f"{median:.2f}x (rounds {min(ratios):.2f}-{max(ratios):.2f})"
 
 
 def load_reports(path):
@@ -128,24 +153,26 @@ def table(header, rows, align):
     return [line(header), rule] + [line(r) for r in rows]
 
 
-def timing_section(rows, baseline_of, compares):
+def timing_section(rows, rounds, baseline_of, compares):
     medians = [statistics.median(t) for _, t in rows]
     body = []
     for i, (name, times) in enumerate(rows):
         base = baseline_of[i]
-        ratio = "baseline" if base == i else f"{medians[i] / medians[base]:.2f}x vs {base + 1}"
+        ratio = "baseline"
+        if base != i:
+            ratio = f"{describe_ratio(round_ratios(rounds, i, base))[1]} vs {base + 1}"
         body.append([i + 1, name, f"{medians[i]:.3f}", f"{statistics.mean(times):.3f}",
                      f"{statistics.stdev(times) if len(times) > 1 else 0.0:.3f}",
                      f"{min(times):.3f}", len(times), ratio])
     out = table(["#", "command", "median ms", "mean ms", "stddev ms", "min ms", "runs",
-                 "median ratio"], body, "rlrrrrrl")
+                 "ratio (median of rounds)"], body, "rlrrrrrl")
     out.append("")
     for a, b, target in compares:
-        ratio = medians[a] / medians[b]
+        ratio, text = describe_ratio(round_ratios(rounds, a, b))
         verdict = ""
         if target is not None:
             verdict = f" (target <= {target:.2f}x: {'met' if ratio <= target else 'NOT MET'})"
-        out.append(f"- {rows[a][0]} / {rows[b][0]}: {ratio:.2f}x{verdict}")
+        out.append(f"- {rows[a][0]} / {rows[b][0]}: {text}{verdict}")
     return out
 
 
@@ -189,17 +216,18 @@ def phase_section(reports):
 
 
 def summary(args):
-    rows = load_hyperfine(args.hyperfine)
+    rows, rounds = load_hyperfine(args.hyperfine)
     baseline_of = parse_baselines(args.baselines, len(rows))
     compares = [parse_compare(c, len(rows)) for c in args.compare]
     runs = distinct(len(t) for _, t in rows)
 
     lines = ["# palrt startup", ""]
     if args.command:
-        lines.append(f"Command: `{args.command}` (hyperfine -N, {runs} runs per row)")
+        lines.append(f"Command: `{args.command}` (hyperfine -N, {len(rounds)} rounds, "
+                     f"{runs} runs per row in all)")
     lines.append(f"Machine: {facts_line(machine_facts())}")
     lines += ["", "## Whole-process time (hyperfine)", ""]
-    lines += timing_section(rows, baseline_of, compares)
+    lines += timing_section(rows, rounds, baseline_of, compares)
     if args.reports:
         reports = load_reports(args.reports)
         if not reports:
@@ -216,7 +244,7 @@ def summary(args):
 # --- plot -----------------------------------------------------------------------------------
 
 def plot(args):
-    rows = load_hyperfine(args.hyperfine)
+    rows, rounds = load_hyperfine(args.hyperfine)
     import matplotlib  # here, not at the top: the summary needs no matplotlib
     matplotlib.use("Agg")  # no display on CI machines
     import matplotlib.pyplot as plt
@@ -244,7 +272,7 @@ def plot(args):
             if base == i and i > 0:  # a new comparison group starts: separate it
                 ax.axhline(pos + 0.5, color="0.6", linewidth=0.8, linestyle="--")
             if base != i:
-                label += f"  {medians[i] / medians[base]:.2f}x vs {base + 1}"
+                label += f"  {statistics.median(round_ratios(rounds, i, base)):.2f}x vs {base + 1}"
         ax.annotate(label, xy=(1.0, pos), xycoords=("axes fraction", "data"),
                     xytext=(6, 0), textcoords="offset points", va="center", fontsize=9)
 
@@ -255,7 +283,7 @@ def plot(args):
     ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
     ax.xaxis.set_minor_formatter(FuncFormatter(lambda x, _: ""))
-    ax.set_xlabel("wall time per process, ms (log scale); right: median, ratio of medians")
+    ax.set_xlabel("wall time per process, ms (log scale); right: median, ratio (median of rounds)")
     ax.grid(axis="x", which="major", alpha=0.3)
     runs = distinct(len(t) for t in data)
     ax.set_title(f"palrt startup, hyperfine -N, {runs} runs per row\n"
@@ -270,7 +298,8 @@ def main():
     sub = parser.add_subparsers(dest="what", required=True)
 
     s = sub.add_parser("summary", help="median table, ratios, phase timings, machine facts")
-    s.add_argument("--hyperfine", required=True, help="hyperfine --export-json file")
+    s.add_argument("--hyperfine", required=True, nargs="+",
+                   help="hyperfine --export-json files, one per round of the same commands")
     s.add_argument("--baselines", required=True,
                    help="1-based rows that are baselines; every row is compared with the "
                         "nearest baseline at or above it")
@@ -282,7 +311,7 @@ def main():
     s.set_defaults(run=summary)
 
     p = sub.add_parser("plot", help="distribution of every row, log scale")
-    p.add_argument("--hyperfine", required=True, help="hyperfine --export-json file")
+    p.add_argument("--hyperfine", required=True, nargs="+", help="as for summary")
     p.add_argument("--baselines", help="as for summary: adds each row's ratio to the plot")
     p.add_argument("--out", default="results/startup.png")
     p.set_defaults(run=plot)

@@ -25,8 +25,12 @@ class finalizer_phase final : public phase {
   std::string_view name() const noexcept override { return "finalizer"; }
   void start(runtime_services& s) override {
     auto finalizer = std::make_unique<sync::finalizer_thread>();
-    finalizer->start();
+    finalizer->thread().launch();
     s.finalizer = std::move(finalizer);
+  }
+  void wait_until_running(runtime_services& s) override { s.finalizer->thread().wait_until_running(); }
+  void request_stop(runtime_services& s) noexcept override {
+    if (s.finalizer) s.finalizer->thread().request_stop();
   }
   bool stop(runtime_services& s, std::chrono::nanoseconds timeout) noexcept override {
     return !s.finalizer || s.finalizer->stop(timeout);
@@ -39,8 +43,12 @@ class sync_manager_phase final : public phase {
   std::string_view name() const noexcept override { return "sync-manager"; }
   void start(runtime_services& s) override {
     auto manager = std::make_unique<sync::sync_manager>();
-    if (when_ == sync_worker_start::eager) manager->ensure_worker_started();
+    if (when_ == sync_worker_start::eager) manager->launch_worker();
     s.sync_manager = std::move(manager);
+  }
+  void wait_until_running(runtime_services& s) override { s.sync_manager->worker().wait_until_running(); }
+  void request_stop(runtime_services& s) noexcept override {
+    if (s.sync_manager) s.sync_manager->worker().request_stop();
   }
   bool stop(runtime_services& s, std::chrono::nanoseconds timeout) noexcept override {
     return !s.sync_manager || s.sync_manager->stop(timeout);

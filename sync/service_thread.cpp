@@ -9,6 +9,7 @@ struct service_thread::shared_state {
   work_fn work;
   pal::wake_event wake;
   pal::wake_event running;  // set once by the thread when it enters its loop
+  std::atomic<bool> has_run{false};  // the same fact, for callers that ask more than once
   // release/acquire: the stopper's writes before stop() are visible to the final loop turn.
   std::atomic<bool> stop{false};
   std::atomic<pid_t> tid{0};
@@ -23,12 +24,18 @@ service_thread::service_thread(std::string name, work_fn work)
 service_thread::~service_thread() { stop(); }
 
 void service_thread::start() {
+  launch();
+  wait_until_running();
+}
+
+void service_thread::launch() {
   if (started()) return;
   state_->stop.store(false, std::memory_order_relaxed);
   // The closure co-owns the state and touches nothing else, so a thread detached after a
   // missed stop deadline still has valid memory.
   thread_ = pal::start_thread({name_, 0}, [state = state_] {
     state->tid.store(static_cast<pid_t>(::syscall(SYS_gettid)), std::memory_order_relaxed);
+    state->has_run.store(true, std::memory_order_release);
     state->running.set();
     for (;;) {
       state->wake.wait();
@@ -37,19 +44,32 @@ void service_thread::start() {
       if (state->work) state->work(state->stop);
     }
   });
+}
+
+void service_thread::wait_until_running() {
   // A thread start takes ~50 us: stay awake for it (see wake_event::wait_for).
-  state_->running.wait(std::chrono::microseconds(200));
+  while (started() && !state_->has_run.load(std::memory_order_acquire))
+    state_->running.wait_for(std::chrono::milliseconds(100), std::chrono::microseconds(200));
 }
 
 void service_thread::wake() noexcept { state_->wake.set(); }
 
-bool service_thread::stop(std::chrono::nanoseconds timeout) {
-  if (!started()) return true;
+void service_thread::request_stop() noexcept {
+  if (!started()) return;
   state_->stop.store(true, std::memory_order_release);
   state_->wake.set();
+}
+
+bool service_thread::join(std::chrono::nanoseconds timeout) {
+  if (!started()) return true;
   if (thread_.join_for(timeout)) return true;
   thread_ = pal::managed_thread{};  // detaches; the owner reports the thread as not joined
   return false;
+}
+
+bool service_thread::stop(std::chrono::nanoseconds timeout) {
+  request_stop();
+  return join(timeout);
 }
 
 bool service_thread::stop_requested() const noexcept {

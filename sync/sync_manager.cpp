@@ -12,6 +12,11 @@ void sync_manager::ensure_worker_started() {
   worker_.start();
 }
 
+void sync_manager::launch_worker() {
+  std::lock_guard lock(start_mutex_);
+  worker_.launch();
+}
+
 bool sync_manager::stop(std::chrono::nanoseconds timeout) {
   std::lock_guard lock(start_mutex_);
   return worker_.stop(timeout);

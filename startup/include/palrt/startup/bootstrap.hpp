@@ -5,8 +5,9 @@
 //   rt->shutdown();                            // or let the destructor do it
 //
 // Phases, in order, each timed (CLOCK_MONOTONIC): process barrier (membarrier registration
-// while the process has one thread, strategy choice), finalizer thread, sync manager. The
-// ordering (ordering.hpp) only exists to reproduce old, slower orders.
+// while the process has one thread, strategy choice), finalizer thread, sync manager; then
+// bootstrap() waits until every service thread runs. The ordering (ordering.hpp) only exists
+// to reproduce old, slower orders.
 //
 // Failure: if a phase fails, the phases already started are stopped in reverse order, no
 // thread of theirs is left behind, and startup_error names the phase and carries its errno.
@@ -51,15 +52,18 @@ class startup_error : public std::system_error {
 struct phase_record {
   std::string name;
   std::int64_t start_ns = 0;     // from the start of the bootstrap
-  std::int64_t duration_ns = 0;
+  std::int64_t duration_ns = 0;  // the phase's start(): its threads created, not yet running
 };
 
 struct startup_report {
   ordering order = ordering::registered_first;
   std::vector<phase_record> phases;
-  // From the start of the first phase until the last finished: for registered-first, from
-  // the start of registration until every service thread is running.
+  // From the start of the first phase until every service thread runs: for registered-first,
+  // from the start of registration. Includes running_wait_ns.
   std::int64_t bootstrap_ns = 0;
+  // After the last phase's start(), the wait until every service thread had entered its
+  // loop (the threads start up concurrently).
+  std::int64_t running_wait_ns = 0;
   pal::process_barrier_state barrier;  // strategy, mask, registration timing and census
 };
 

@@ -27,6 +27,9 @@ class finalizer_thread {
     return thread_.stop(timeout);
   }
 
+  // The lifecycle in parts, for the bootstrap, which overlaps its service threads' starts
+  // and stops.
+  service_thread& thread() noexcept { return thread_; }
   const service_thread& thread() const noexcept { return thread_; }
 
  private:

@@ -35,16 +35,27 @@ class service_thread {
 
   static constexpr std::chrono::milliseconds default_stop_timeout{2000};
 
-  // Starts the thread and waits until it has entered its loop. Throws
-  // pal::thread_start_error (code() = errno) or pal::barrier_error. Calling it on a started
-  // thread does nothing.
+  // Starts the thread and waits until it has entered its loop: launch() and then
+  // wait_until_running(). Throws pal::thread_start_error (code() = errno) or
+  // pal::barrier_error. Calling it on a started thread does nothing.
   void start();
+  // The two halves of start(), so that a caller starting several threads can overlap their
+  // start-up latencies: launch() returns once the kernel created the thread (errors are
+  // thrown here), wait_until_running() once it has entered its loop.
+  void launch();
+  void wait_until_running();
+
   // Makes the loop run `work` once more (coalesces with pending wake-ups). Any thread.
   void wake() noexcept;
-  // Requests stop, wakes the thread and waits up to `timeout` for it to finish. true if it
-  // was joined (or never started). A thread that did not finish in time is detached with the
-  // state it uses, which it owns jointly, so nothing is freed under it; the caller reports it.
+
+  // Requests stop, wakes the thread and waits up to `timeout` for it to finish:
+  // request_stop() and then join(). true if it was joined (or never started). A thread that
+  // did not finish in time is detached with the state it uses, which it owns jointly, so
+  // nothing is freed under it; the caller reports it.
   bool stop(std::chrono::nanoseconds timeout = default_stop_timeout);
+  // The two halves of stop(), so that several threads can wind down at the same time.
+  void request_stop() noexcept;
+  bool join(std::chrono::nanoseconds timeout = default_stop_timeout);
 
   bool started() const noexcept { return thread_.joinable(); }
   bool stop_requested() const noexcept;

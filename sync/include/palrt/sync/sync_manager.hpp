@@ -21,10 +21,14 @@ class sync_manager {
   // Starts the worker if it is not running yet. Thread-safe. Throws
   // pal::thread_start_error or pal::barrier_error.
   void ensure_worker_started();
+  // Creates the worker without waiting for it to run (the bootstrap's eager start, which
+  // waits for all its service threads at once). Thread-safe; throws like the above.
+  void launch_worker();
   bool worker_started() const noexcept { return worker_.started(); }
   // true if the worker was joined within `timeout` (or never started).
   bool stop(std::chrono::nanoseconds timeout = service_thread::default_stop_timeout);
 
+  service_thread& worker() noexcept { return worker_; }
   const service_thread& worker() const noexcept { return worker_; }
 
  private:
