@@ -13,18 +13,16 @@
 #include "palrt/startup/bootstrap.hpp"
 #include "palrt/startup/preload_probe.hpp"
 #include "privileges.hpp"
+#include "kernel_support.hpp"
 #include "subprocess.hpp"
 
 using namespace palrt;
+using palrt::testing::membarrier_available;
 using palrt::testing::run_fresh;
 using palrt::testing::run_options;
 
 namespace {
 
-bool membarrier_available() {
-  auto mask = pal::membarrier::supported_mask();
-  return (mask & pal::membarrier::cmd_private_expedited) && (mask & pal::membarrier::cmd_register_private_expedited);
-}
 
 bool has(const std::string& out, const std::string& what) { return out.find(what) != std::string::npos; }
 

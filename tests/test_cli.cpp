@@ -11,22 +11,19 @@
 #include "json.hpp"
 #include "palrt/pal/membarrier.hpp"
 #include "privileges.hpp"
+#include "kernel_support.hpp"
 #include "subprocess.hpp"
 
 using palrt::testing::artefact;
 using palrt::testing::json;
 using palrt::testing::parse_json;
+using palrt::testing::membarrier_available;
 using palrt::testing::run_fresh;
 using palrt::testing::run_options;
 using palrt::testing::run_process;
 
 namespace {
 
-bool membarrier_available() {
-  namespace mb = palrt::pal::membarrier;
-  auto mask = mb::supported_mask();
-  return (mask & mb::cmd_private_expedited) && (mask & mb::cmd_register_private_expedited);
-}
 
 int line_count(const std::string& s) {
   int n = 0;

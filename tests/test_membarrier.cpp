@@ -8,19 +8,12 @@
 #include <string_view>
 
 #include "palrt/pal/membarrier.hpp"
+#include "kernel_support.hpp"
 #include "subprocess.hpp"
 
 namespace mb = palrt::pal::membarrier;
+using palrt::testing::membarrier_available;
 using palrt::testing::run_fresh;
-
-namespace {
-
-bool kernel_offers_private_expedited() {
-  std::uint32_t mask = mb::supported_mask();
-  return (mask & mb::cmd_private_expedited) && (mask & mb::cmd_register_private_expedited);
-}
-
-}  // namespace
 
 PALRT_FRESH_PROCESS(membarrier_lifecycle) {
   // Before registration PRIVATE_EXPEDITED must be refused with EPERM...
@@ -35,7 +28,7 @@ PALRT_FRESH_PROCESS(membarrier_lifecycle) {
 }
 
 TEST_CASE("membarrier: an unknown command is EINVAL, reported as 'invalid'") {
-  if (!kernel_offers_private_expedited()) {
+  if (!membarrier_available()) {
     // Denied by seccomp or not built in: QUERY already fails, and so does everything else.
     CHECK_FALSE(mb::call(1 << 30).ok());
     return;
@@ -47,7 +40,7 @@ TEST_CASE("membarrier: an unknown command is EINVAL, reported as 'invalid'") {
 }
 
 TEST_CASE("membarrier: PRIVATE_EXPEDITED is EPERM before registration and works after it") {
-  if (!kernel_offers_private_expedited()) return;
+  if (!membarrier_available()) return;
   auto child = run_fresh("membarrier_lifecycle");
   REQUIRE_MESSAGE(child.exit_code == 0, child.err);
   int before = -1, reg = -1, after = -1, regs_before_err = -1, regs_after_err = -1;

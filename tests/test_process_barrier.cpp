@@ -30,9 +30,11 @@
 #include "palrt/pal/thread_factory.hpp"
 #include "palrt/pal/wake_event.hpp"
 #include "scale.hpp"
+#include "kernel_support.hpp"
 #include "subprocess.hpp"
 
 using namespace palrt;
+using palrt::testing::membarrier_available;
 using palrt::testing::run_fresh;
 
 namespace {
@@ -73,10 +75,11 @@ inline void spin_for(unsigned n) {
 // keeps the two sides racing (measured: 5-35% of rounds overlap).
 constexpr unsigned jitter_turns = 256;
 
-// Runs up to `max_iterations` rounds or until `budget` passes (or, when stop_on_forbidden,
+// Runs rounds until `done(outcome)` says enough, or `budget` passes (or, when stop_on_forbidden,
 // until the forbidden outcome shows up). Both threads meet at a spin barrier each round and
 // then jitter a little, so their store-load windows overlap in every alignment.
-litmus_outcome store_buffering(bool with_flush, long max_iterations, std::chrono::milliseconds budget,
+template <class Done>
+litmus_outcome store_buffering(bool with_flush, Done done, std::chrono::milliseconds budget,
                                bool stop_on_forbidden) {
   alignas(64) std::atomic<int> x{0};
   alignas(64) std::atomic<int> y{0};
@@ -110,7 +113,7 @@ litmus_outcome store_buffering(bool with_flush, long max_iterations, std::chrono
   constexpr int bias_step = 16, max_bias = 1 << 16;
   int b_delay = 0;
   const auto deadline = std::chrono::steady_clock::now() + budget;
-  for (long i = 1; i <= max_iterations; ++i) {
+  for (long i = 1;; ++i) {
     x.store(0, std::memory_order_relaxed);
     y.store(0, std::memory_order_relaxed);
     bias.store(b_delay, std::memory_order_relaxed);
@@ -138,7 +141,7 @@ litmus_outcome store_buffering(bool with_flush, long max_iterations, std::chrono
     } else {
       ++out.both_seen;
     }
-    bool stop = (stop_on_forbidden && out.forbidden > 0) ||
+    bool stop = (stop_on_forbidden && out.forbidden > 0) || done(out) ||
                 ((i & 255) == 0 && std::chrono::steady_clock::now() > deadline);
     if (stop) break;
   }
@@ -154,10 +157,6 @@ std::string describe(const litmus_outcome& o) {
   return buf;
 }
 
-bool membarrier_available() {
-  auto mask = pal::membarrier::supported_mask();
-  return (mask & pal::membarrier::cmd_private_expedited) && (mask & pal::membarrier::cmd_register_private_expedited);
-}
 
 }  // namespace
 
@@ -172,8 +171,13 @@ PALRT_FRESH_PROCESS(litmus_with_flush) {
     std::printf("unavailable %d %s\n", e.code().value(), e.what());
     return 3;
   }
-  auto o = store_buffering(true, 20000 * palrt::testing::scale(),
-                           std::chrono::milliseconds(3000) * palrt::testing::scale(), false);
+  // 20,000 rounds at least, and until the two sides have raced at least once; a busy
+  // machine can keep one thread off the CPU for long stretches, hence the generous budget,
+  // which a quiet machine never comes near (it runs the rounds in well under a second).
+  const long rounds = 20000 * palrt::testing::scale();
+  auto o = store_buffering(
+      true, [rounds](const litmus_outcome& out) { return out.iterations >= rounds && out.only_a_first > 0; },
+      std::chrono::milliseconds(20000) * palrt::testing::scale(), false);
   std::printf("%s\n", describe(o).c_str());
   if (o.forbidden != 0) return 1;
   // A run where A's load never raced B's store proves nothing about the barrier.
@@ -212,7 +216,11 @@ TEST_CASE("process barrier: the litmus test can fail: without the flush the forb
     MESSAGE("skipped under TSan: its instrumented atomics serialise the store buffer away");
     return;
   }
-  auto o = store_buffering(false, 5'000'000, std::chrono::milliseconds(5000), true);
+  // Until the forbidden outcome shows (milliseconds on a quiet machine); the budget is for
+  // busy ones.
+  auto o = store_buffering(
+      false, [](const litmus_outcome& out) { return out.iterations >= 50'000'000; }, std::chrono::milliseconds(20000),
+      true);
   INFO(describe(o));
   CHECK(o.forbidden > 0);
 }

@@ -13,17 +13,15 @@
 #include "palrt/pal/process_barrier.hpp"
 #include "palrt/pal/thread_factory.hpp"
 #include "privileges.hpp"
+#include "kernel_support.hpp"
 #include "subprocess.hpp"
 
 using namespace palrt;
+using palrt::testing::membarrier_available;
 using palrt::testing::run_fresh;
 
 namespace {
 
-bool membarrier_available() {
-  auto mask = pal::membarrier::supported_mask();
-  return (mask & pal::membarrier::cmd_private_expedited) && (mask & pal::membarrier::cmd_register_private_expedited);
-}
 
 void start_and_join_one_thread() {
   auto t = pal::start_thread({"probe", 0}, [] {});

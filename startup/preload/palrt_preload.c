@@ -4,8 +4,8 @@
  *
  * Why this exists. The kernel registers a process for private expedited membarrier on a
  * fast path only while the process is single-threaded (mm_users == 1); once a second thread
- * exists it waits for a full RCU grace period and IPIs every CPU, which is ~16 ms on this
- * project's 2-core machines against ~1 us single-threaded. Programs that register late pay
+ * exists it waits for a full RCU grace period and IPIs every CPU, which is ~13-16 ms on this
+ * project's 2-core machines against ~2-3 us single-threaded. Programs that register late pay
  * that on every start: .NET 8 and older, the JDK with -XX:+UseSystemMemoryBarrier, folly
  * apps, anything that dlopens liburcu after starting threads. Registering is sticky and
  * re-registering returns at once, so if this shim registers first, their own late
@@ -18,9 +18,10 @@
  *
  * Constraints that shape the code. It is loaded into every process of a preloaded tree
  * (set-id ones too, when installed system-wide) and into programs that care about every
- * microsecond of startup, so it depends on libc alone, reads no /proc, allocates nothing,
- * writes no files, never touches stdout or the exit status, and in secure-execution mode
- * reads no environment at all.
+ * microsecond of startup, so it depends on libc alone, allocates nothing, reads /proc only
+ * when its registration already took the slow path (to count the threads that made it
+ * slow), writes no files, never touches stdout or the exit status, and in secure-execution
+ * mode reads no environment at all.
  */
 #define _GNU_SOURCE
 

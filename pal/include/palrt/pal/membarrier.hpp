@@ -1,7 +1,8 @@
 // membarrier(2), the kernel's process-wide memory barrier, with errors that say why.
 //
 // PRIVATE_EXPEDITED makes every running thread of this process execute a full barrier by
-// IPI, ~0.6 us on 2 CPUs, but only after the process registered with
+// IPI (~0.6 us when no other thread runs, ~13 us per busy CPU on 2-vCPU virtual machines),
+// but only after the process registered with
 // REGISTER_PRIVATE_EXPEDITED. Registration is cheap (~1 us) while the process has one
 // thread; with a second thread alive the kernel waits a full RCU grace period (~16 ms on
 // 2-core machines). That asymmetry is why palrt registers before it starts any thread.

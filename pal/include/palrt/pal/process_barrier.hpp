@@ -5,14 +5,19 @@
 // This lets a hot path pay only a compiler barrier while a rare slow path pays for both
 // sides (asymmetric fences: RCU-style grace periods, GC suspension, handle-table sweeps).
 //
-// Strategies, chosen once at initialisation, first that works:
-//   membarrier  MEMBARRIER_CMD_PRIVATE_EXPEDITED after registration. ~0.6 us on 2 CPUs.
+// Strategies, chosen once at initialisation, first that works. Costs per flush measured on
+// 2-vCPU virtual machines (palrt-bench barrier, docs/BENCHMARKS.md): alone / with a busy
+// thread of the process on the other CPU, whom the barrier must interrupt (on a VM an IPI
+// is a hypervisor exit, hence the jump).
+//   membarrier  MEMBARRIER_CMD_PRIVATE_EXPEDITED after registration. ~0.6 us / ~13 us.
 //   mprotect    toggle the protection of a locked helper page under a mutex: the TLB
 //               shootdown IPIs every CPU running this mm (CoreCLR's and folly's fallback).
-//               x86-64 only: arm64 invalidates TLBs by broadcast without an IPI. ~3 us.
+//               x86-64 only: arm64 invalidates TLBs by broadcast without an IPI. ~4 / ~17 us.
 //   signal      signal every thread listed in /proc/self/task; each handler fences and
-//               acknowledges (musl's fallback; any architecture). ~10-30 us, grows with
-//               the thread count. Threads must not block the palrt signal (see below).
+//               acknowledges (musl's fallback; any architecture). ~2.5 / ~36 us, but a
+//               scheduler time slice (~4 ms) once threads outnumber CPUs: a preempted
+//               thread answers only when it runs again. Threads must not block the palrt
+//               signal (see below).
 // PALRT_BARRIER=membarrier|mprotect|signal forces one (read once, not under AT_SECURE).
 //
 // Initialisation depends on nothing else in palrt being initialised, and runs on first use
