@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string_view>
 
@@ -60,6 +61,25 @@ int online_cpus() noexcept {
   return n > 0 ? static_cast<int>(n) : 1;
 }
 
+std::optional<cgroup_cpu_limit> parse_cgroup_cpu_max(std::string_view text) {
+  // "<quota> <period>\n", quota "max" for no limit (cgroup v2, Documentation/admin-guide/cgroup-v2.rst).
+  std::istringstream in{std::string(text)};
+  std::string quota;
+  std::int64_t period = 0;
+  if (!(in >> quota >> period) || period <= 0) return std::nullopt;
+  cgroup_cpu_limit limit;
+  limit.period_us = period;
+  if (quota == "max") return limit;
+  try {
+    std::size_t used = 0;
+    limit.quota_us = std::stoll(quota, &used);
+    if (used != quota.size() || limit.quota_us <= 0) return std::nullopt;
+  } catch (...) {
+    return std::nullopt;
+  }
+  return limit;
+}
+
 std::optional<cgroup_cpu_limit> cgroup_cpu_max() {
   // cgroup v2: the "0::<path>" line of /proc/self/cgroup names our cgroup. The v2 tree is
   // mounted at /sys/fs/cgroup (unified) or /sys/fs/cgroup/unified (hybrid hosts).
@@ -72,31 +92,34 @@ std::optional<cgroup_cpu_limit> cgroup_cpu_max() {
   for (const char* root : {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"}) {
     std::string file = std::string(root) + path + "/cpu.max";
     std::ifstream max(file);
-    std::string quota;
-    std::int64_t period = 0;
-    if (!(max >> quota >> period)) continue;
-    cgroup_cpu_limit limit;
-    limit.path = file;
-    limit.period_us = period;
-    limit.quota_us = quota == "max" ? -1 : std::stoll(quota);
-    return limit;
+    if (!max) continue;
+    std::string content((std::istreambuf_iterator<char>(max)), std::istreambuf_iterator<char>());
+    if (auto limit = parse_cgroup_cpu_max(content)) {
+      limit->path = file;
+      return limit;
+    }
   }
   return std::nullopt;
+}
+
+int processor_count(int usable_cpus, const std::optional<cgroup_cpu_limit>& limit) noexcept {
+  int n = usable_cpus;
+  if (limit && limit->quota_us > 0 && limit->period_us > 0) {
+    // A quota of 1.5 periods lets 2 threads run part-time: round up, as CoreCLR does.
+    auto by_quota = static_cast<int>((limit->quota_us + limit->period_us - 1) / limit->period_us);
+    n = std::min(n, std::max(by_quota, 1));
+  }
+  return std::max(n, 1);
 }
 
 int processor_count() noexcept {
   int n = affinity_cpus();
   if (n <= 0) n = online_cpus();
   try {
-    if (auto limit = cgroup_cpu_max(); limit && limit->quota_us > 0 && limit->period_us > 0) {
-      // A quota of 1.5 periods lets 2 threads run part-time: round up, as CoreCLR does.
-      auto by_quota = static_cast<int>((limit->quota_us + limit->period_us - 1) / limit->period_us);
-      n = std::min(n, std::max(by_quota, 1));
-    }
+    return processor_count(n, cgroup_cpu_max());
   } catch (...) {
-    // An unreadable or malformed cpu.max means no limit we can honour.
+    return processor_count(n, std::nullopt);  // an unreadable cpu.max is no limit we can honour
   }
-  return std::max(n, 1);
 }
 
 }  // namespace palrt::pal

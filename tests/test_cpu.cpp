@@ -43,3 +43,23 @@ TEST_CASE("cpu: a cgroup v2 cpu.max, when present, is parsed and bounds the coun
   if (limit->quota_us > 0)
     CHECK(pal::processor_count() <= (limit->quota_us + limit->period_us - 1) / limit->period_us);
 }
+
+TEST_CASE("cpu: cpu.max parses as the kernel writes it, and a quota rounds up to whole CPUs") {
+  auto unlimited = pal::parse_cgroup_cpu_max("max 100000\n");
+  REQUIRE(unlimited);
+  CHECK(unlimited->quota_us == -1);
+  CHECK(unlimited->period_us == 100000);
+  CHECK(pal::processor_count(8, unlimited) == 8);
+
+  auto one_and_a_half = pal::parse_cgroup_cpu_max("150000 100000\n");
+  REQUIRE(one_and_a_half);
+  CHECK(one_and_a_half->quota_us == 150000);
+  CHECK(pal::processor_count(8, one_and_a_half) == 2);  // 1.5 CPUs of time: 2 can run
+  CHECK(pal::processor_count(1, one_and_a_half) == 1);  // never more than the affinity allows
+  CHECK(pal::processor_count(8, pal::parse_cgroup_cpu_max("5000 100000")) == 1);  // never 0
+
+  for (const char* bad : {"", "max", "100000", "abc 100000", "100000 0", "-5 100000", "12x 100000"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(pal::parse_cgroup_cpu_max(bad));
+  }
+}

@@ -15,6 +15,8 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -24,6 +26,7 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "palrt/pal/membarrier.hpp"
 #include "palrt/pal/process_barrier.hpp"
@@ -31,6 +34,7 @@
 #include "palrt/pal/wake_event.hpp"
 #include "scale.hpp"
 #include "kernel_support.hpp"
+#include "privileges.hpp"
 #include "subprocess.hpp"
 
 using namespace palrt;
@@ -78,6 +82,26 @@ constexpr unsigned jitter_turns = 256;
 // Runs rounds until `done(outcome)` says enough, or `budget` passes (or, when stop_on_forbidden,
 // until the forbidden outcome shows up). Both threads meet at a spin barrier each round and
 // then jitter a little, so their store-load windows overlap in every alignment.
+// Two CPUs the litmus threads may run on, so that each side gets its own and the two really
+// run at the same time (on one CPU the forbidden outcome is impossible, which would make the
+// control case fail for the wrong reason on a busy machine). Empty when fewer than two.
+std::vector<int> two_cpus() {
+  cpu_set_t set;
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c)
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  if (cpus.size() < 2) cpus.clear();
+  return cpus;
+}
+
+void pin_this_thread(int cpu) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  sched_setaffinity(0, sizeof one, &one);  // best effort: unpinned still works, just less often
+}
+
 template <class Done>
 litmus_outcome store_buffering(bool with_flush, Done done, std::chrono::milliseconds budget,
                                bool stop_on_forbidden) {
@@ -89,7 +113,13 @@ litmus_outcome store_buffering(bool with_flush, Done done, std::chrono::millisec
   // ordered by the arrive_b release/acquire pair).
   alignas(64) std::atomic<int> bias{0};
 
+  const std::vector<int> cpus = two_cpus();
+  cpu_set_t saved_affinity;
+  const bool restore = sched_getaffinity(0, sizeof saved_affinity, &saved_affinity) == 0 && !cpus.empty();
+  if (restore) pin_this_thread(cpus[0]);
+
   auto thread_a = pal::start_thread({"litmus-a", 0}, [&] {
+    if (!cpus.empty()) pin_this_thread(cpus[1]);
     unsigned jitter = 1;
     for (long i = 1;; ++i) {
       arrive_a.store(i, std::memory_order_release);
@@ -147,6 +177,7 @@ litmus_outcome store_buffering(bool with_flush, Done done, std::chrono::millisec
   }
   arrive_b.store(-1, std::memory_order_release);  // A is waiting for a round that will not come
   thread_a.join();
+  if (restore) sched_setaffinity(0, sizeof saved_affinity, &saved_affinity);
   return out;
 }
 
@@ -262,6 +293,60 @@ TEST_CASE("process barrier: a registration with a thread already alive is counte
   REQUIRE(child.exit_code == 0);
   // The kernel took the slow path (a grace period), and the census says why: 2 threads.
   CHECK(child.out.find("registered=1 threads=2 slow=1") != std::string::npos);
+}
+
+PALRT_FRESH_PROCESS(mprotect_without_mlock) {
+  // As in a container that denies mlock: the helper page must work unlocked.
+  if (!palrt::testing::limit_unprivileged(RLIMIT_MEMLOCK, 0)) return 2;
+  void* probe = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  std::printf("mlock_denied=%d\n", mlock(probe, 4096) != 0);
+  munmap(probe, 4096);
+  try {
+    const auto& st = pal::initialize_process_barrier();
+    std::printf("strategy=%s\n", std::string(pal::to_string(st.strategy)).c_str());
+  } catch (const pal::barrier_error& e) {
+    std::printf("unavailable %d %s\n", e.code().value(), e.what());
+    return 3;
+  }
+  auto o = store_buffering(
+      true, [](const litmus_outcome& out) { return out.iterations >= 5000 && out.only_a_first > 0; },
+      std::chrono::milliseconds(20000), false);
+  std::printf("%s\n", describe(o).c_str());
+  return o.forbidden == 0 ? 0 : 1;
+}
+
+PALRT_FRESH_PROCESS(signal_taken_by_host) {
+  struct sigaction sa {};
+  sa.sa_handler = [](int) {};
+  sigaction(pal::barrier_signal_number(), &sa, nullptr);
+  try {
+    pal::make_barrier_instance(pal::barrier_strategy::signal);
+    std::printf("created\n");
+  } catch (const pal::barrier_error& e) {
+    std::printf("error=%d what=%s\n", e.code().value(), e.what());
+  }
+  return 0;
+}
+
+TEST_CASE("process barrier: the mprotect strategy works where mlock is denied (RLIMIT_MEMLOCK 0)") {
+  auto child = run_fresh("mprotect_without_mlock",
+                         {[] {
+                            auto env = palrt::testing::privilege_drop_env();
+                            env.push_back("PALRT_BARRIER=mprotect");
+                            return env;
+                          }(),
+                          {}});
+  INFO(child.out, child.err);
+  CHECK(child.out.find("mlock_denied=1") != std::string::npos);
+  CHECK(child.out.find("strategy=mprotect") != std::string::npos);
+  CHECK(child.exit_code == 0);
+}
+
+TEST_CASE("process barrier: the signal strategy refuses a signal the host already handles") {
+  auto child = run_fresh("signal_taken_by_host");
+  INFO(child.out, child.err);
+  REQUIRE(child.exit_code == 0);
+  CHECK(child.out.find("error=" + std::to_string(EBUSY)) != std::string::npos);
 }
 
 TEST_CASE("process barrier: a bad PALRT_BARRIER value is an error that names the value") {

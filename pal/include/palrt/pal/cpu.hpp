@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace palrt::pal {
 
@@ -21,7 +22,13 @@ struct cgroup_cpu_limit {
 int processor_count() noexcept;
 int affinity_cpus() noexcept;
 int online_cpus() noexcept;
-// The cgroup v2 cpu.max of this process's cgroup, if the file exists.
+// The cgroup v2 cpu.max of this process's cgroup, if the file exists and parses.
 std::optional<cgroup_cpu_limit> cgroup_cpu_max();
+
+// The pieces processor_count() is made of, for callers with their own inputs (and tests):
+// a cpu.max file's text ("<quota|max> <period>"), nullopt when malformed; and the count
+// for `usable_cpus` under `limit`.
+std::optional<cgroup_cpu_limit> parse_cgroup_cpu_max(std::string_view text);
+int processor_count(int usable_cpus, const std::optional<cgroup_cpu_limit>& limit) noexcept;
 
 }  // namespace palrt::pal
