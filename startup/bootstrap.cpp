@@ -1,7 +1,6 @@
 #include "palrt/startup/bootstrap.hpp"
 
-#include <cstring>
-#include <new>
+#include <cstring>  // strerrorname_np
 
 #include "pal/internal/membarrier_syscall.h"
 #include "palrt/pal/thread_factory.hpp"

@@ -109,13 +109,17 @@ TEST_CASE("palrt-startup: the JSON report parses and has every field, for each o
     } else {
       CHECK(by == "bootstrap");
       CHECK(j["barrier_strategy"].as_string() == "membarrier");
-      CHECK(j["threads_at_registration"].as_number() == (std::string(order) == "registered-first" ? 1 : 3));
+      // threads-first: main and both service threads at least (a sanitizer may add its own).
+      if (std::string(order) == "registered-first")
+        CHECK(j["threads_at_registration"].as_number() == 1);
+      else
+        CHECK(j["threads_at_registration"].as_number() >= 3);
     }
   }
 }
 
 TEST_CASE("palrt-startup: under the preload shim, threads-first reports registered_by preload with 1 thread") {
-  if (!membarrier_available()) return;
+  if (!membarrier_available() || !palrt::testing::can_preload_into_this_build()) return;
   json j = startup_json({"--order", "threads-first"}, {palrt::testing::preload_env(artefact("PALRT_TEST_SHIM")), {}});
   CHECK(j["registered_by"].as_string() == "preload");
   CHECK(j["threads_at_registration"].as_number() == 1);
@@ -150,6 +154,7 @@ TEST_CASE("palrt-startup doctor: a readable report of this machine, exit 0") {
     CAPTURE(part);
     CHECK(r.out.find(part) != std::string::npos);
   }
+  if (!palrt::testing::can_preload_into_this_build()) return;
   auto shim = run_process({artefact("PALRT_TEST_STARTUP"), "doctor"},
                           {palrt::testing::preload_env(artefact("PALRT_TEST_SHIM")), {}});
   CHECK(shim.exit_code == 0);

@@ -39,6 +39,17 @@ std::string artefact(const char* env_name);
 // that check is turned off (the program is still fully checked).
 std::vector<std::string> preload_env(const std::string& shim);
 
+// Whether the shim can be preloaded into programs of this build. Not under TSan: its runtime
+// intercepts pthread_create too, and the shim's constructor and interposer run before the
+// TSan runtime is initialised, which crashes it. (ASan copes, with preload_env().)
+constexpr bool can_preload_into_this_build() {
+#if defined(__SANITIZE_THREAD__)
+  return false;
+#else
+  return true;
+#endif
+}
+
 // Environment for a fresh process that drops privileges (RLIMIT_NPROC tests): LeakSanitizer
 // cannot inspect a process after setuid and would turn a clean exit into a failure.
 std::vector<std::string> privilege_drop_env();

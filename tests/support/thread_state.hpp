@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -16,6 +17,21 @@ inline char thread_state(pid_t tid) {
   auto close = stat.rfind(')');
   if (close == std::string::npos || close + 2 >= stat.size()) return '?';
   return stat[close + 2];
+}
+
+// Threads of this process whose name starts with "palrt-": the ones palrt's services started.
+// Tests count these rather than all threads, because a sanitizer runtime adds threads of its
+// own (TSan starts one at the process's first pthread_create).
+inline int palrt_threads_alive() {
+  int n = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    std::ifstream comm(entry.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    n += name.rfind("palrt-", 0) == 0;
+  }
+  return n;
 }
 
 inline bool thread_exists(pid_t tid) {
