@@ -3,7 +3,9 @@
 
 #include <sys/auxv.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -138,6 +140,32 @@ void flush_process_write_buffers() {
 std::unique_ptr<barrier_instance> make_barrier_instance(barrier_strategy s) {
   if (s == barrier_strategy::membarrier) return internal::make_membarrier_barrier(/*registered=*/false);
   return make(s, /*automatic=*/false);
+}
+
+namespace {
+
+template <class Flush>
+double median_flush_ns(Flush flush, int flushes_per_round) {
+  constexpr int rounds = 5;
+  double per_flush[rounds];
+  flushes_per_round = std::max(flushes_per_round, 1);
+  for (double& r : per_flush) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < flushes_per_round; ++i) flush();
+    r = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / flushes_per_round;
+  }
+  std::sort(per_flush, per_flush + rounds);
+  return per_flush[rounds / 2];
+}
+
+}  // namespace
+
+double measure_flush_cost_ns(int flushes_per_round) {
+  return median_flush_ns([] { flush_process_write_buffers(); }, flushes_per_round);
+}
+
+double measure_flush_cost_ns(barrier_instance& barrier, int flushes_per_round) {
+  return median_flush_ns([&barrier] { barrier.flush(); }, flushes_per_round);
 }
 
 namespace internal {

@@ -360,6 +360,15 @@ TEST_CASE("process barrier: the signal strategy refuses a signal the host alread
   CHECK(child.out.find("error=" + std::to_string(EBUSY)) != std::string::npos);
 }
 
+TEST_CASE("process barrier: reports the strategy it chose and what a flush costs") {
+  const auto& st = pal::initialize_process_barrier();
+  CHECK(pal::parse_barrier_strategy(pal::to_string(st.strategy)) == st.strategy);
+  CHECK(pal::process_barrier_state_if_initialized() == &st);
+  const double ns = pal::measure_flush_cost_ns(50);
+  CHECK(ns > 0);
+  CHECK(ns < 1e8);  // a flush is microseconds; 100 ms would mean a hung strategy
+}
+
 TEST_CASE("process barrier: a bad PALRT_BARRIER value is an error that names the value") {
   auto child = run_fresh("litmus_with_flush", {{"PALRT_BARRIER=fence"}, {}});
   CHECK(child.exit_code == 3);

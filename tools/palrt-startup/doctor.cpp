@@ -1,11 +1,8 @@
 #include "doctor.hpp"
 
-#include <algorithm>
-#include <chrono>
 #include <cinttypes>
 #include <fstream>
 #include <string>
-#include <vector>
 
 #include "palrt/pal/cpu.hpp"
 #include "palrt/pal/membarrier.hpp"
@@ -43,19 +40,6 @@ std::string status_field(const char* field) {
       return v;
     }
   return "?";
-}
-
-// Median ns per flush over 5 rounds of `per_round` flushes.
-double median_flush_ns(pal::barrier_instance& b, int per_round) {
-  std::vector<double> rounds;
-  for (int r = 0; r < 5; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < per_round; ++i) b.flush();
-    auto ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
-    rounds.push_back(ns / per_round);
-  }
-  std::sort(rounds.begin(), rounds.end());
-  return rounds[rounds.size() / 2];
 }
 
 }  // namespace
@@ -106,7 +90,7 @@ int run_doctor(std::FILE* out) {
     const std::string name(pal::to_string(s));
     try {
       auto b = pal::make_barrier_instance(s);
-      std::fprintf(out, "  %-11s %9.0f ns\n", name.c_str(), median_flush_ns(*b, 2000));
+      std::fprintf(out, "  %-11s %9.0f ns\n", name.c_str(), pal::measure_flush_cost_ns(*b, 2000));
     } catch (const std::exception& e) {
       std::fprintf(out, "  %-11s unavailable: %s\n", name.c_str(), e.what());
     }

@@ -88,6 +88,13 @@ class barrier_instance {
 };
 std::unique_ptr<barrier_instance> make_barrier_instance(barrier_strategy s);
 
+// What one flush costs here, now: the median over 5 rounds of `flushes_per_round` flushes of
+// the wall time per flush, in ns. Grace periods built on the barrier size their batching by
+// it; the cost depends on the strategy and on how many CPUs run threads of this process.
+// The first overload measures the process's own barrier (initialising it if needed).
+double measure_flush_cost_ns(int flushes_per_round = 1000);
+double measure_flush_cost_ns(barrier_instance& barrier, int flushes_per_round = 1000);
+
 }  // namespace palrt::pal
 
 // CoreCLR's name for the same operation, for hosts porting PAL code.
