@@ -194,6 +194,12 @@ std::string describe(const litmus_outcome& o) {
 
 }  // namespace
 
+// How long one litmus run may take at most: generous, for busy machines, and bounded so the
+// slow suite (scale 50) fits its meson timeout.
+std::chrono::milliseconds litmus_budget() {
+  return std::chrono::milliseconds(20000) * std::min<long>(palrt::testing::scale(), 10);
+}
+
 // Exit 0: ran, no forbidden outcome. 1: forbidden outcome seen. 4: the threads never raced
 // (the run proves nothing). 3: strategy unavailable
 // (stdout: "unavailable <errno>"). Prints the chosen strategy and the counts.
@@ -211,7 +217,7 @@ PALRT_FRESH_PROCESS(litmus_with_flush) {
   const long rounds = 20000 * palrt::testing::scale();
   auto o = store_buffering(
       true, [rounds](const litmus_outcome& out) { return out.iterations >= rounds && out.only_a_first > 0; },
-      std::chrono::milliseconds(20000) * palrt::testing::scale(), false);
+      litmus_budget(), false);
   std::printf("%s\n", describe(o).c_str());
   if (o.forbidden != 0) return 1;
   // A run where A's load never raced B's store proves nothing about the barrier.
@@ -227,11 +233,13 @@ PALRT_FRESH_PROCESS(automatic_choice) {
 }
 
 TEST_CASE("process barrier: no forbidden store-buffering outcome, for each strategy forced by PALRT_BARRIER") {
-  for (const char* strategy : {"membarrier", "mprotect", "signal"}) {
+  for (const std::string strategy : {"membarrier", "mprotect", "signal"}) {
     CAPTURE(strategy);
-    auto child = run_fresh("litmus_with_flush", {{std::string("PALRT_BARRIER=") + strategy}, {}});
+    // The child's own budget, plus time to start and report.
+    auto child = run_fresh("litmus_with_flush", {{"PALRT_BARRIER=" + strategy}, {}, litmus_budget() + std::chrono::seconds(30)});
+    REQUIRE_FALSE(child.timed_out);
     INFO(child.out, child.err);
-    if (std::string(strategy) == "membarrier" && !membarrier_available()) {
+    if (strategy == "membarrier" && !membarrier_available()) {
       // Denied (seccomp) or absent: forcing it must fail loudly, not fall back silently.
       CHECK(child.exit_code == 3);
       CHECK(child.out.find("unavailable") != std::string::npos);
@@ -321,7 +329,7 @@ PALRT_FRESH_PROCESS(mprotect_without_mlock) {
   }
   auto o = store_buffering(
       true, [](const litmus_outcome& out) { return out.iterations >= 5000 && out.only_a_first > 0; },
-      std::chrono::milliseconds(20000), false);
+      litmus_budget(), false);
   std::printf("%s\n", describe(o).c_str());
   return o.forbidden == 0 ? 0 : 1;
 }
@@ -346,7 +354,8 @@ TEST_CASE("process barrier: the mprotect strategy works where mlock is denied (R
                             env.push_back("PALRT_BARRIER=mprotect");
                             return env;
                           }(),
-                          {}});
+                          {},
+                          litmus_budget() + std::chrono::seconds(30)});
   INFO(child.out, child.err);
   CHECK(child.out.find("mlock_denied=1") != std::string::npos);
   CHECK(child.out.find("strategy=mprotect") != std::string::npos);
