@@ -5,7 +5,7 @@
 # machine facts that decide whether registration hits the kernel's slow path; and draws
 # results/startup.png.
 #
-#   RUNS=300 ROUNDS=5 REPORT_RUNS=50 scripts/bench-startup.sh
+#   RUNS=450 ROUNDS=15 REPORT_RUNS=50 scripts/bench-startup.sh
 #
 # RUNS is the number of runs per row in all, split over ROUNDS rounds of every row: these
 # machines are noisy in bursts longer than one row takes, so a ratio is taken within each
@@ -15,8 +15,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-runs=${RUNS:-300}
-rounds=${ROUNDS:-5}
+runs=${RUNS:-450}
+rounds=${ROUNDS:-15}
 report_runs=${REPORT_RUNS:-50}
 for n in "$runs" "$rounds" "$report_runs"; do
   if ! [[ $n =~ ^[1-9][0-9]*$ ]]; then
