@@ -200,17 +200,24 @@ std::chrono::milliseconds litmus_budget() {
   return std::chrono::milliseconds(20000) * std::min<long>(palrt::testing::scale(), 10);
 }
 
+// For fresh processes: sets up the process barrier (PALRT_BARRIER decides) and prints
+// "strategy=<name>", or "unavailable <errno> <what>" and false.
+bool initialize_and_print_strategy() {
+  try {
+    const auto& st = pal::initialize_process_barrier();
+    std::printf("strategy=%s\n", std::string(pal::to_string(st.strategy)).c_str());
+    return true;
+  } catch (const pal::barrier_error& e) {
+    std::printf("unavailable %d %s\n", e.code().value(), e.what());
+    return false;
+  }
+}
+
 // Exit 0: ran, no forbidden outcome. 1: forbidden outcome seen. 4: the threads never raced
 // (the run proves nothing). 3: strategy unavailable
 // (stdout: "unavailable <errno>"). Prints the chosen strategy and the counts.
 PALRT_FRESH_PROCESS(litmus_with_flush) {
-  try {
-    const auto& st = pal::initialize_process_barrier();
-    std::printf("strategy=%s\n", std::string(pal::to_string(st.strategy)).c_str());
-  } catch (const pal::barrier_error& e) {
-    std::printf("unavailable %d %s\n", e.code().value(), e.what());
-    return 3;
-  }
+  if (!initialize_and_print_strategy()) return 3;
   // 20,000 rounds at least, and until the two sides have raced at least once; a busy
   // machine can keep one thread off the CPU for long stretches, hence the generous budget,
   // which a quiet machine never comes near (it runs the rounds in well under a second).
@@ -320,13 +327,7 @@ PALRT_FRESH_PROCESS(mprotect_without_mlock) {
   // kernel (so under TSan palrt's own mlock "succeeds"; the barrier is exercised all the same).
   std::printf("mlock_denied=%d\n", syscall(SYS_mlock, probe, 4096) != 0);
   munmap(probe, 4096);
-  try {
-    const auto& st = pal::initialize_process_barrier();
-    std::printf("strategy=%s\n", std::string(pal::to_string(st.strategy)).c_str());
-  } catch (const pal::barrier_error& e) {
-    std::printf("unavailable %d %s\n", e.code().value(), e.what());
-    return 3;
-  }
+  if (!initialize_and_print_strategy()) return 3;
   auto o = store_buffering(
       true, [](const litmus_outcome& out) { return out.iterations >= 5000 && out.only_a_first > 0; },
       litmus_budget(), false);
