@@ -51,6 +51,8 @@ void wake_event::wait(std::chrono::nanoseconds stay_awake) noexcept {
 
 bool wake_event::wait_for(std::chrono::nanoseconds timeout, std::chrono::nanoseconds stay_awake) noexcept {
   if (try_wait()) return true;
+  const bool forever = timeout == std::chrono::nanoseconds::max();
+  const timespec deadline = forever ? timespec{} : deadline_after(timeout);  // the stay-awake counts
   if (stay_awake > std::chrono::nanoseconds::zero()) {
     const auto until = std::chrono::steady_clock::now() + std::min(stay_awake, timeout);
     do {
@@ -58,8 +60,6 @@ bool wake_event::wait_for(std::chrono::nanoseconds timeout, std::chrono::nanosec
       if (try_wait()) return true;
     } while (std::chrono::steady_clock::now() < until);
   }
-  const bool forever = timeout == std::chrono::nanoseconds::max();
-  const timespec deadline = forever ? timespec{} : deadline_after(timeout);
   waiters_.fetch_add(1, std::memory_order_seq_cst);
   bool consumed = false;
   for (;;) {
