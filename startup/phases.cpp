@@ -48,7 +48,7 @@ class sync_manager_phase final : public phase {
   }
   void wait_until_running(runtime_services& s) override { s.sync_manager->worker().wait_until_running(); }
   void request_stop(runtime_services& s) noexcept override {
-    if (s.sync_manager) s.sync_manager->worker().request_stop();
+    if (s.sync_manager) s.sync_manager->request_stop();
   }
   bool stop(runtime_services& s, std::chrono::nanoseconds timeout) noexcept override {
     return !s.sync_manager || s.sync_manager->stop(timeout);

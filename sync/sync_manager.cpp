@@ -17,6 +17,11 @@ void sync_manager::launch_worker() {
   worker_.launch();
 }
 
+void sync_manager::request_stop() noexcept {
+  std::lock_guard lock(start_mutex_);
+  worker_.request_stop();
+}
+
 bool sync_manager::stop(std::chrono::nanoseconds timeout) {
   std::lock_guard lock(start_mutex_);
   return worker_.stop(timeout);

@@ -25,6 +25,8 @@ class sync_manager {
   // waits for all its service threads at once). Thread-safe; throws like the above.
   void launch_worker();
   bool worker_started() const noexcept { return worker_.started(); }
+  // Asks the worker to finish without waiting (stop() then joins it). Thread-safe.
+  void request_stop() noexcept;
   // true if the worker was joined within `timeout` (or never started).
   bool stop(std::chrono::nanoseconds timeout = service_thread::default_stop_timeout);
 
