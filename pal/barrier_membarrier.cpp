@@ -3,7 +3,7 @@
 // barrier when it is next scheduled, so it needs none. ~0.6 us on 2 CPUs.
 #include <cerrno>
 
-#include "internal/barrier_strategies.hpp"
+#include "palrt/pal/internal/barrier_strategies.hpp"
 #include "palrt/pal/membarrier.hpp"
 
 namespace palrt::pal::internal {
@@ -25,12 +25,12 @@ std::unique_ptr<barrier_instance> make_membarrier_barrier(bool registered) {
   // The process barrier's own instance comes straight after a successful registration, which
   // already proved the commands exist: no second QUERY, no probe, on the startup path.
   if (registered) return std::make_unique<membarrier_barrier>();
-  std::uint32_t mask = membarrier::supported_mask();
-  if (!(mask & membarrier::cmd_private_expedited) ||
+  const membarrier::result query = membarrier::query();
+  const auto mask = static_cast<std::uint32_t>(query.value);
+  if (!query.ok() || !(mask & membarrier::cmd_private_expedited) ||
       !(mask & membarrier::cmd_register_private_expedited)) {
-    // QUERY failed (seccomp, old kernel): report QUERY's own errno when there is one.
-    int err = membarrier::call(0).error;
-    throw barrier_error(err ? err : ENOSYS, std::generic_category(),
+    // QUERY's own errno when it failed (seccomp); ENOSYS when the kernel lacks the commands.
+    throw barrier_error(query.ok() ? ENOSYS : query.error, std::generic_category(),
                         "membarrier PRIVATE_EXPEDITED unavailable");
   }
   if (auto r = membarrier::register_private_expedited(); !r.ok())

@@ -14,7 +14,7 @@
 #include <mutex>
 #include <string>
 
-#include "internal/barrier_strategies.hpp"
+#include "palrt/pal/internal/barrier_strategies.hpp"
 
 namespace palrt::pal::internal {
 namespace {

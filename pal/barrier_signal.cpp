@@ -29,7 +29,7 @@
 #include <mutex>
 #include <vector>
 
-#include "internal/barrier_strategies.hpp"
+#include "palrt/pal/internal/barrier_strategies.hpp"
 
 namespace palrt::pal::internal {
 namespace {

@@ -2,9 +2,34 @@
 
 #include <cerrno>
 
-#include "internal/membarrier_syscall.h"
+#include "palrt/core/membarrier_registration.h"
 
 namespace palrt::pal::membarrier {
+namespace {
+
+result call(int command) noexcept {
+  long r = palrt_membarrier_call(command, 0);
+  if (r < 0) return {0, static_cast<int>(-r)};
+  return {r, 0};
+}
+
+}  // namespace
+
+std::string_view command_name(std::uint32_t bit) noexcept {
+  switch (bit) {
+    case PALRT_MB_CMD_GLOBAL: return "GLOBAL";
+    case PALRT_MB_CMD_GLOBAL_EXPEDITED: return "GLOBAL_EXPEDITED";
+    case PALRT_MB_CMD_REGISTER_GLOBAL_EXPEDITED: return "REGISTER_GLOBAL_EXPEDITED";
+    case PALRT_MB_CMD_PRIVATE_EXPEDITED: return "PRIVATE_EXPEDITED";
+    case PALRT_MB_CMD_REGISTER_PRIVATE_EXPEDITED: return "REGISTER_PRIVATE_EXPEDITED";
+    case PALRT_MB_CMD_PRIVATE_EXPEDITED_SYNC_CORE: return "PRIVATE_EXPEDITED_SYNC_CORE";
+    case PALRT_MB_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE: return "REGISTER_PRIVATE_EXPEDITED_SYNC_CORE";
+    case PALRT_MB_CMD_PRIVATE_EXPEDITED_RSEQ: return "PRIVATE_EXPEDITED_RSEQ";
+    case PALRT_MB_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ: return "REGISTER_PRIVATE_EXPEDITED_RSEQ";
+    case PALRT_MB_CMD_GET_REGISTRATIONS: return "GET_REGISTRATIONS";
+    default: return "";
+  }
+}
 
 failure_reason reason_of(int error) noexcept {
   switch (error) {
@@ -27,20 +52,9 @@ std::string_view describe(int error) noexcept {
   }
 }
 
-result call(int command, unsigned flags) noexcept {
-  long r = palrt_membarrier_call(command, flags);
-  if (r < 0) return {0, static_cast<int>(-r)};
-  return {r, 0};
-}
+result query() noexcept { return call(PALRT_MB_CMD_QUERY); }
 
-std::uint32_t supported_mask() noexcept {
-  result r = call(PALRT_MB_CMD_QUERY);
-  return r.ok() ? static_cast<std::uint32_t>(r.value) : 0;
-}
-
-result register_private_expedited() noexcept {
-  return call(PALRT_MB_CMD_REGISTER_PRIVATE_EXPEDITED);
-}
+result register_private_expedited() noexcept { return call(PALRT_MB_CMD_REGISTER_PRIVATE_EXPEDITED); }
 
 result private_expedited() noexcept { return call(PALRT_MB_CMD_PRIVATE_EXPEDITED); }
 

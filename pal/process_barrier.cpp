@@ -13,13 +13,14 @@
 #include <mutex>
 #include <string>
 
-#include "internal/barrier_strategies.hpp"
-#include "internal/membarrier_syscall.h"
-#include "internal/thread_census.h"
-#include "palrt/pal/membarrier.hpp"
+#include "palrt/pal/internal/barrier_strategies.hpp"
+#include "palrt/core/membarrier_registration.h"
+#include "palrt/core/thread_census.h"
 
 namespace palrt::pal {
 namespace {
+
+using internal::barrier_instance;
 
 // Both are written once under init_mutex; `active` is then only read.
 std::mutex init_mutex;
@@ -46,12 +47,15 @@ std::unique_ptr<barrier_instance> make(barrier_strategy s, bool automatic) {
   throw barrier_error(EINVAL, std::generic_category(), "unknown barrier strategy");
 }
 
-void register_membarrier(process_barrier_state& st) {
+void register_membarrier(process_barrier_state& st, registration_census census) {
   palrt_registration reg;
   palrt_membarrier_register(&reg);
-  // After the timed registration, so it does not inflate registration_ns; nothing in this
-  // process starts a thread in between (the factory waits on init_mutex).
-  st.threads_at_registration = palrt_threads_at_registration(&reg);
+  st.fast_path_inferred = palrt_registration_looks_fast(&reg) != 0;
+  // Counted after the timed registration, so it does not inflate registration_ns; palrt
+  // starts no thread in between (the factory waits on init_mutex), a host's threads would be
+  // counted (they were alive at registration, or started during this census).
+  if (census == registration_census::always || !st.fast_path_inferred)
+    st.threads_at_registration = palrt_threads_in_process();
   st.membarrier_mask = reg.mask;
   st.registration_error = reg.error;
   st.registered = reg.error == 0;
@@ -78,13 +82,13 @@ std::optional<barrier_strategy> parse_barrier_strategy(std::string_view name) no
 
 int barrier_signal_number() noexcept { return SIGRTMAX - 1; }
 
-const process_barrier_state& initialize_process_barrier(registration_mode mode) {
+const process_barrier_state& initialize_process_barrier(registration_mode mode, registration_census census) {
   std::lock_guard lock(init_mutex);
   if (active.load(std::memory_order_relaxed)) return state;
 
   process_barrier_state st{};
   const auto forced = forced_strategy();
-  if (mode == registration_mode::register_membarrier) register_membarrier(st);
+  if (mode == registration_mode::register_membarrier) register_membarrier(st, census);
 
   std::unique_ptr<barrier_instance> chosen;
   if (forced) {
@@ -137,11 +141,6 @@ void flush_process_write_buffers() {
   b->flush();
 }
 
-std::unique_ptr<barrier_instance> make_barrier_instance(barrier_strategy s) {
-  if (s == barrier_strategy::membarrier) return internal::make_membarrier_barrier(/*registered=*/false);
-  return make(s, /*automatic=*/false);
-}
-
 namespace {
 
 template <class Flush>
@@ -164,11 +163,17 @@ double measure_flush_cost_ns(int flushes_per_round) {
   return median_flush_ns([] { flush_process_write_buffers(); }, flushes_per_round);
 }
 
-double measure_flush_cost_ns(barrier_instance& barrier, int flushes_per_round) {
+namespace internal {
+
+std::unique_ptr<barrier_instance> process_barrier_access::make_instance(barrier_strategy s) {
+  if (s == barrier_strategy::membarrier) return make_membarrier_barrier(/*registered=*/false);
+  return make(s, /*automatic=*/false);
+}
+
+double process_barrier_access::measure_flush_cost_ns(barrier_instance& barrier, int flushes_per_round) {
   return median_flush_ns([&barrier] { barrier.flush(); }, flushes_per_round);
 }
 
-namespace internal {
 void barrier_failed(const char* strategy, int error) noexcept {
   std::fprintf(stderr, "palrt: %s process barrier failed: %s\n", strategy, std::strerror(error));
   std::abort();

@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "internal/thread_start_faults.hpp"
+#include "palrt/pal/internal/thread_factory_access.hpp"
 #include "palrt/pal/process_barrier.hpp"
 #include "palrt/pal/wake_event.hpp"
 
@@ -118,7 +118,7 @@ managed_thread start_thread(const thread_options& options, std::function<void()>
 }
 
 namespace internal {
-void inject_thread_start_failure(int successful_starts_first, int error) noexcept {
+void thread_factory_access::inject_thread_start_failure(int successful_starts_first, int error) noexcept {
   fault_countdown.store(successful_starts_first, std::memory_order_relaxed);
   fault_error.store(error, std::memory_order_relaxed);
 }

@@ -1,12 +1,22 @@
 #include "palrt/startup/bootstrap.hpp"
 
+#include <atomic>
+#include <cerrno>
 #include <cstring>  // strerrorname_np
 
-#include "pal/internal/membarrier_syscall.h"
+#include "palrt/core/clock.h"
 #include "palrt/pal/thread_factory.hpp"
+#include "palrt/startup/internal/phase.hpp"
 
 namespace palrt::startup {
 namespace {
+
+using internal::phase;
+
+// Whether a runtime is alive and not shut down: at most one at a time, because the service
+// threads and the thread factory's registration policy are process-wide. seq_cst: a plain
+// claim/release flag, never on a hot path.
+std::atomic<bool> runtime_alive{false};
 
 pal::registration_policy policy_for(ordering o) {
   switch (o) {
@@ -41,31 +51,47 @@ std::vector<std::string> stop_phases(std::vector<std::unique_ptr<phase>>& phases
 startup_error::startup_error(std::string phase, std::error_code code, const std::string& what)
     : std::system_error(code, what), phase_(std::move(phase)) {}
 
-runtime::runtime(const options& opts) : options_(opts), phases_(make_phases(opts)) {
+runtime::runtime(const options& opts) : options_(opts), phases_(internal::make_phases(opts)) {
   report_.order = opts.order;
 }
 
-runtime::~runtime() { shutdown(); }
+runtime::~runtime() {
+  shutdown();
+}
 
 const shutdown_report& runtime::shutdown() {
-  if (shut_down_) return shutdown_report_;
-  shut_down_ = true;
-  const std::int64_t t0 = palrt_monotonic_ns();
-  shutdown_report_.not_joined = stop_phases(phases_, phases_.size(), services_, options_.stop_timeout);
-  shutdown_report_.duration_ns = palrt_monotonic_ns() - t0;
+  // call_once: concurrent callers wait for the one doing the work and then read its report.
+  std::call_once(shutdown_once_, [this] {
+    const std::int64_t t0 = palrt_monotonic_ns();
+    shutdown_report_.not_joined = stop_phases(phases_, phases_.size(), services_, options_.stop_timeout);
+    shutdown_report_.duration_ns = palrt_monotonic_ns() - t0;
+    if (holds_process_slot_) runtime_alive.store(false);
+  });
   return shutdown_report_;
 }
 
 std::unique_ptr<runtime> bootstrap(const options& opts) {
+  if (bool expected = false; !runtime_alive.compare_exchange_strong(expected, true))
+    throw startup_error("bootstrap", std::make_error_code(std::errc::device_or_resource_busy),
+                        "palrt startup: another runtime is alive in this process; shut it down first [EBUSY]");
+  std::unique_ptr<runtime> rt;
+  try {
+    rt.reset(new runtime(opts));  // private constructor: no make_unique
+  } catch (...) {
+    runtime_alive.store(false);
+    throw;
+  }
+  rt->holds_process_slot_ = true;  // from here on, shutdown() gives the slot back
   pal::set_registration_policy(policy_for(opts.order));
-  std::unique_ptr<runtime> rt(new runtime(opts));  // private constructor: no make_unique
   auto& phases = rt->phases_;
   rt->report_.phases.reserve(phases.size());
 
   // Stops what started so far and turns the failure into a startup_error naming the phase.
+  // The runtime is then shut down (its slot given back) and destroyed with nothing to stop.
   auto unwind = [&](std::size_t failed, std::size_t started) {
     stop_phases(phases, started, rt->services_, opts.stop_timeout);
-    rt->shut_down_ = true;  // nothing left to stop
+    std::call_once(rt->shutdown_once_, [] {});
+    runtime_alive.store(false);
     try {
       throw;
     } catch (const std::system_error& e) {

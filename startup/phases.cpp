@@ -2,22 +2,24 @@
 // mechanism (timing, unwinding) in bootstrap.cpp.
 #include "palrt/pal/process_barrier.hpp"
 #include "palrt/startup/bootstrap.hpp"
-#include "palrt/startup/phase.hpp"
+#include "palrt/startup/internal/phase.hpp"
 
-namespace palrt::startup {
+namespace palrt::startup::internal {
 namespace {
 
 // Registration (unless no-membarrier) and the choice of barrier strategy. Cannot be undone:
 // the kernel keeps a registration for the life of the process, and nothing needs undoing.
 class process_barrier_phase final : public phase {
  public:
-  explicit process_barrier_phase(pal::registration_mode mode) : mode_(mode) {}
+  process_barrier_phase(pal::registration_mode mode, pal::registration_census census)
+      : mode_(mode), census_(census) {}
   std::string_view name() const noexcept override { return "process-barrier"; }
-  void start(runtime_services&) override { pal::initialize_process_barrier(mode_); }
+  void start(runtime_services&) override { pal::initialize_process_barrier(mode_, census_); }
   bool stop(runtime_services&, std::chrono::nanoseconds) noexcept override { return true; }
 
  private:
   pal::registration_mode mode_;
+  pal::registration_census census_;
 };
 
 class finalizer_phase final : public phase {
@@ -25,12 +27,12 @@ class finalizer_phase final : public phase {
   std::string_view name() const noexcept override { return "finalizer"; }
   void start(runtime_services& s) override {
     auto finalizer = std::make_unique<sync::finalizer_thread>();
-    finalizer->thread().launch();
+    finalizer->launch();
     s.finalizer = std::move(finalizer);
   }
-  void wait_until_running(runtime_services& s) override { s.finalizer->thread().wait_until_running(); }
+  void wait_until_running(runtime_services& s) override { s.finalizer->wait_until_running(); }
   void request_stop(runtime_services& s) noexcept override {
-    if (s.finalizer) s.finalizer->thread().request_stop();
+    if (s.finalizer) s.finalizer->request_stop();
   }
   bool stop(runtime_services& s, std::chrono::nanoseconds timeout) noexcept override {
     return !s.finalizer || s.finalizer->stop(timeout);
@@ -46,7 +48,7 @@ class sync_manager_phase final : public phase {
     if (when_ == sync_worker_start::eager) manager->launch_worker();
     s.sync_manager = std::move(manager);
   }
-  void wait_until_running(runtime_services& s) override { s.sync_manager->worker().wait_until_running(); }
+  void wait_until_running(runtime_services& s) override { s.sync_manager->wait_until_worker_running(); }
   void request_stop(runtime_services& s) noexcept override {
     if (s.sync_manager) s.sync_manager->request_stop();
   }
@@ -64,13 +66,15 @@ std::vector<std::unique_ptr<phase>> make_phases(const options& opts) {
   std::vector<std::unique_ptr<phase>> phases;
   auto barrier = std::make_unique<process_barrier_phase>(
       opts.order == ordering::no_membarrier ? pal::registration_mode::skip_membarrier
-                                            : pal::registration_mode::register_membarrier);
+                                            : pal::registration_mode::register_membarrier,
+      opts.count_threads_at_registration ? pal::registration_census::always
+                                         : pal::registration_census::if_slow);
   if (opts.order != ordering::threads_first) phases.push_back(std::move(barrier));
-  // Service phases; the handle table's phase will go here, before the finalizer's.
+  // Service phases, in the order later ones may use earlier ones.
   phases.push_back(std::make_unique<finalizer_phase>());
   phases.push_back(std::make_unique<sync_manager_phase>(opts.sync_worker));
   if (opts.order == ordering::threads_first) phases.push_back(std::move(barrier));
   return phases;
 }
 
-}  // namespace palrt::startup
+}  // namespace palrt::startup::internal

@@ -2,7 +2,7 @@
 
 #include <dlfcn.h>
 
-#include "startup/internal/preload_info.h"
+#include "palrt/startup/internal/preload_info.h"
 
 namespace palrt::startup {
 
@@ -18,6 +18,7 @@ std::optional<preload_status> find_preload_shim() noexcept {
   s.by_pthread_create = info->trigger == PALRT_PRELOAD_BY_PTHREAD_CREATE;
   s.error = info->state == PALRT_PRELOAD_FAILED ? info->registration.error : 0;
   s.threads_at_registration = info->threads_at_registration;
+  s.fast_path_inferred = info->fast_path_inferred != 0;
   s.registration_ns = info->registration.duration_ns;
   return s;
 }
@@ -36,10 +37,12 @@ registration_summary summarize_registration(const startup_report& report) noexce
   if (auto shim = find_preload_shim(); shim && shim->registered) {
     r.registered_by = registration_origin::preload;
     r.threads_at_registration = shim->threads_at_registration;
+    r.fast_path_inferred = shim->fast_path_inferred;
     r.registration_ns = shim->registration_ns;
   } else if (report.barrier.registered) {
     r.registered_by = registration_origin::bootstrap;
     r.threads_at_registration = report.barrier.threads_at_registration;
+    r.fast_path_inferred = report.barrier.fast_path_inferred;
     r.registration_ns = report.barrier.registration_ns;
   }
   return r;

@@ -3,12 +3,20 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cstdint>
+
+#include "palrt/pal/wake_event.hpp"
+#include "palrt/sync/internal/service_thread_access.hpp"
+
 namespace palrt::sync {
 
-struct service_thread::shared_state {
-  work_fn work;
+// One per launch, co-owned by the launch's thread: a thread detached after a missed stop
+// deadline keeps its own stop flag and event, so a later launch cannot reset or share them.
+struct service_thread::launch_state {
+  explicit launch_state(work_fn w) : work(std::move(w)) {}
+  const work_fn work;
   pal::wake_event wake;
-  pal::wake_event running;  // set once by the thread when it enters its loop
+  pal::wake_event running;           // set once by the thread when it enters its loop
   std::atomic<bool> has_run{false};  // the same fact, for callers that ask more than once
   // release/acquire: the stopper's writes before stop() are visible to the final loop turn.
   std::atomic<bool> stop{false};
@@ -17,9 +25,7 @@ struct service_thread::shared_state {
 };
 
 service_thread::service_thread(std::string name, work_fn work)
-    : name_(std::move(name)), state_(std::make_shared<shared_state>()) {
-  state_->work = std::move(work);
-}
+    : name_(std::move(name)), work_(std::move(work)) {}
 
 service_thread::~service_thread() { stop(); }
 
@@ -30,10 +36,10 @@ void service_thread::start() {
 
 void service_thread::launch() {
   if (started()) return;
-  state_->stop.store(false, std::memory_order_relaxed);
-  // The closure co-owns the state and touches nothing else, so a thread detached after a
-  // missed stop deadline still has valid memory.
-  thread_ = pal::start_thread({name_, 0}, [state = state_] {
+  auto state = std::make_shared<launch_state>(work_);
+  // The closure co-owns its launch's state and touches nothing else, so a thread detached
+  // after a missed stop deadline still has valid memory.
+  thread_ = pal::start_thread({name_, 0}, [state] {
     state->tid.store(static_cast<pid_t>(::syscall(SYS_gettid)), std::memory_order_relaxed);
     state->has_run.store(true, std::memory_order_release);
     state->running.set();
@@ -44,6 +50,7 @@ void service_thread::launch() {
       if (state->work) state->work(state->stop);
     }
   });
+  state_ = std::move(state);  // only once the thread exists: a failed start leaves the old state
 }
 
 void service_thread::wait_until_running() {
@@ -52,7 +59,9 @@ void service_thread::wait_until_running() {
     state_->running.wait_for(std::chrono::milliseconds(100), std::chrono::microseconds(200));
 }
 
-void service_thread::wake() noexcept { state_->wake.set(); }
+void service_thread::wake() noexcept {
+  if (state_) state_->wake.set();
+}
 
 void service_thread::request_stop() noexcept {
   if (!started()) return;
@@ -72,14 +81,14 @@ bool service_thread::stop(std::chrono::nanoseconds timeout) {
   return join(timeout);
 }
 
-bool service_thread::stop_requested() const noexcept {
-  return state_->stop.load(std::memory_order_acquire);
+pid_t service_thread::tid() const noexcept {
+  return state_ ? state_->tid.load(std::memory_order_relaxed) : 0;
 }
 
-pid_t service_thread::tid() const noexcept { return state_->tid.load(std::memory_order_relaxed); }
-
-std::uint64_t service_thread::wakeups() const noexcept {
-  return state_->wakeups.load(std::memory_order_relaxed);
+namespace internal {
+std::uint64_t service_thread_access::wakeups(const service_thread& t) noexcept {
+  return t.state_ ? t.state_->wakeups.load(std::memory_order_relaxed) : 0;
 }
+}  // namespace internal
 
 }  // namespace palrt::sync

@@ -2,14 +2,21 @@
 // sticky, and "threads alive at registration" needs a process with no other threads.
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
+#include <thread>
 
-#include "pal/internal/thread_start_faults.hpp"
+#include "palrt/core/thread_census.h"
+#include "palrt/pal/internal/thread_factory_access.hpp"
 #include "palrt/pal/membarrier.hpp"
-#include "palrt/pal/thread_census.hpp"
+#include "palrt/pal/wake_event.hpp"
 #include "palrt/startup/bootstrap.hpp"
 #include "palrt/startup/preload_probe.hpp"
 #include "privileges.hpp"
@@ -30,10 +37,11 @@ bool has(const std::string& out, const std::string& what) { return out.find(what
 // Runs a bootstrap and prints what a test asserts on, one "key=value" per token. Thread
 // counts are of palrt's own threads (named "palrt-"), plus `foreign`: threads that are
 // neither palrt's nor main (a sanitizer's), which the kernel's census includes.
-int bootstrap_and_describe(startup::ordering order, startup::sync_worker_start worker) {
+int bootstrap_and_describe(startup::ordering order, startup::sync_worker_start worker, bool count = false) {
   startup::options opts;
   opts.order = order;
   opts.sync_worker = worker;
+  opts.count_threads_at_registration = count;
   try {
     auto rt = startup::bootstrap(opts);
     const auto& r = rt->report();
@@ -41,10 +49,11 @@ int bootstrap_and_describe(startup::ordering order, startup::sync_worker_start w
     std::printf("phases=");
     for (const auto& p : r.phases) std::printf("%s,", p.name.c_str());
     const int palrt_threads = palrt::testing::palrt_threads_alive();
-    std::printf(" registered_by=%s threads_at_registration=%d strategy=%s palrt_threads=%d foreign=%d",
+    std::printf(" registered_by=%s threads_at_registration=%d fast_path_inferred=%d strategy=%s palrt_threads=%d"
+                " foreign=%d",
                 std::string(startup::to_string(reg.registered_by)).c_str(), reg.threads_at_registration,
-                std::string(pal::to_string(r.barrier.strategy)).c_str(), palrt_threads,
-                pal::threads_in_process() - palrt_threads - 1);
+                reg.fast_path_inferred, std::string(pal::to_string(r.barrier.strategy)).c_str(), palrt_threads,
+                palrt_threads_in_process() - palrt_threads - 1);
     bool ordered = r.bootstrap_ns > 0;
     for (std::size_t i = 1; i < r.phases.size(); ++i)
       ordered = ordered && r.phases[i].start_ns >= r.phases[i - 1].start_ns + r.phases[i - 1].duration_ns;
@@ -73,8 +82,14 @@ int field(const std::string& out, const std::string& key) {
 PALRT_FRESH_PROCESS(boot_registered_first) {
   return bootstrap_and_describe(startup::ordering::registered_first, startup::sync_worker_start::eager);
 }
+PALRT_FRESH_PROCESS(boot_registered_first_counted) {
+  return bootstrap_and_describe(startup::ordering::registered_first, startup::sync_worker_start::eager, true);
+}
 PALRT_FRESH_PROCESS(boot_threads_first) {
   return bootstrap_and_describe(startup::ordering::threads_first, startup::sync_worker_start::eager);
+}
+PALRT_FRESH_PROCESS(boot_threads_first_counted) {
+  return bootstrap_and_describe(startup::ordering::threads_first, startup::sync_worker_start::eager, true);
 }
 PALRT_FRESH_PROCESS(boot_no_membarrier) {
   return bootstrap_and_describe(startup::ordering::no_membarrier, startup::sync_worker_start::eager);
@@ -83,7 +98,7 @@ PALRT_FRESH_PROCESS(boot_lazy_sync_worker) {
   return bootstrap_and_describe(startup::ordering::registered_first, startup::sync_worker_start::lazy);
 }
 PALRT_FRESH_PROCESS(boot_fault_in_sync_manager) {
-  pal::internal::inject_thread_start_failure(1, EAGAIN);  // the finalizer starts, the sync worker does not
+  pal::internal::thread_factory_access::inject_thread_start_failure(1, EAGAIN);  // the finalizer starts, the sync worker does not
   return bootstrap_and_describe(startup::ordering::registered_first, startup::sync_worker_start::eager);
 }
 PALRT_FRESH_PROCESS(boot_under_rlimit_nproc) {
@@ -100,8 +115,17 @@ TEST_CASE("bootstrap: registered-first registers with one thread alive, then sta
   CHECK(has(c.out, "timings_ordered=1"));
   CHECK(has(c.out, "shutdown_clean=1 palrt_threads_after=0"));
   if (membarrier_available()) {
-    CHECK(has(c.out, "registered_by=bootstrap threads_at_registration=1 strategy=membarrier"));
+    CHECK(has(c.out, "registered_by=bootstrap"));
+    CHECK(has(c.out, "strategy=membarrier"));
     CHECK(has(c.out, "pe=0"));
+    // By default the startup path reads no /proc: a fast-looking registration is reported as
+    // an inference, with no count.
+    if (field(c.out, "fast_path_inferred") == 1) CHECK(field(c.out, "threads_at_registration") == 0);
+    // Asked to count, it counts: main, plus any thread a sanitizer runtime keeps.
+    auto counted = run_fresh("boot_registered_first_counted");
+    INFO(counted.out, counted.err);
+    REQUIRE(counted.exit_code == 0);
+    CHECK(field(counted.out, "threads_at_registration") == 1 + field(counted.out, "foreign"));
   } else {
     CHECK(has(c.out, "registered_by=none"));
   }
@@ -115,15 +139,135 @@ TEST_CASE("bootstrap: threads-first registers after its threads exist (the slow,
   CHECK(has(c.out, "shutdown_clean=1 palrt_threads_after=0"));
   if (membarrier_available()) {
     CHECK(has(c.out, "registered_by=bootstrap"));
-    CHECK(field(c.out, "threads_at_registration") == 3 + field(c.out, "foreign"));  // main + 2 services
+    // A slow registration is always counted: main + 2 services (+ a sanitizer's threads).
+    if (field(c.out, "fast_path_inferred") == 0)
+      CHECK(field(c.out, "threads_at_registration") == 3 + field(c.out, "foreign"));
   }
+}
+
+namespace {
+
+// Sets /sys/kernel/rcu_expedited for the scope and restores it: the one machine setting that
+// makes a registration with threads alive as fast as the single-threaded path. Empty when it
+// cannot be written (not root, read-only sysfs).
+class rcu_expedited_override {
+ public:
+  explicit rcu_expedited_override(char value) {
+    int fd = ::open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) return;
+    char old = 0;
+    if (::read(fd, &old, 1) == 1 && ::pwrite(fd, &value, 1, 0) == 1) saved_ = old;
+    ::close(fd);
+  }
+  ~rcu_expedited_override() {
+    if (!saved_) return;
+    int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      (void)::write(fd, &*saved_, 1);
+      ::close(fd);
+    }
+  }
+  bool active() const { return saved_.has_value(); }
+
+ private:
+  static constexpr const char* path = "/sys/kernel/rcu_expedited";
+  std::optional<char> saved_;
+};
+
+}  // namespace
+
+TEST_CASE("bootstrap: a fast registration with threads alive is never reported as one thread (rcu_expedited=1)") {
+  if (!membarrier_available()) return;
+  rcu_expedited_override expedited('1');
+  if (!expedited.active()) {
+    MESSAGE("skipped: /sys/kernel/rcu_expedited is not writable here (needs root)");
+    return;
+  }
+  // With expedited grace periods the late registration of threads-first is fast, so its
+  // duration says "fast path" while 3 threads were alive. The report must not turn that
+  // inference into a count of 1.
+  auto c = run_fresh("boot_threads_first");
+  INFO(c.out, c.err);
+  REQUIRE(c.exit_code == 0);
+  CHECK(field(c.out, "threads_at_registration") != 1);
+  if (field(c.out, "fast_path_inferred") == 0)
+    CHECK(field(c.out, "threads_at_registration") == 3 + field(c.out, "foreign"));
+  auto counted = run_fresh("boot_threads_first_counted");
+  INFO(counted.out, counted.err);
+  REQUIRE(counted.exit_code == 0);
+  CHECK(field(counted.out, "threads_at_registration") == 3 + field(counted.out, "foreign"));
+}
+
+PALRT_FRESH_PROCESS(boot_twice) {
+  auto first = startup::bootstrap();
+  const int threads = palrt::testing::palrt_threads_alive();
+  try {
+    auto second = startup::bootstrap();
+    std::printf("second=started palrt_threads=%d\n", palrt::testing::palrt_threads_alive());
+    return 1;
+  } catch (const startup::startup_error& e) {
+    std::printf("second=refused phase=%s errno=%d unchanged=%d\n", e.phase().c_str(), e.code().value(),
+                palrt::testing::palrt_threads_alive() == threads);
+  }
+  first->shutdown();
+  // Shut down, the process may bootstrap again, and the first runtime stays inert.
+  auto third = startup::bootstrap();
+  std::printf("third=started palrt_threads=%d\n", palrt::testing::palrt_threads_alive());
+  third->shutdown();
+  first.reset();
+  std::printf("after=%d\n", palrt::testing::palrt_threads_alive());
+  return 0;
+}
+
+TEST_CASE("bootstrap: a second bootstrap while a runtime is alive is refused (EBUSY); after shutdown it works") {
+  auto c = run_fresh("boot_twice");
+  INFO(c.out, c.err);
+  REQUIRE(c.exit_code == 0);
+  CHECK(has(c.out, "second=refused phase=bootstrap errno=" + std::to_string(EBUSY) + " unchanged=1"));
+  CHECK(has(c.out, "third=started palrt_threads=1"));  // the finalizer; the sync worker is lazy
+  CHECK(has(c.out, "after=0"));
+}
+
+PALRT_FRESH_PROCESS(boot_concurrent_shutdown) {
+  // Two threads shut the same runtime down at once, many times over: one does the work, both
+  // get the same complete report, every service thread is joined once.
+  constexpr int rounds = 50;
+  int bad = 0;
+  for (int round = 0; round < rounds; ++round) {
+    startup::options opts;
+    opts.sync_worker = startup::sync_worker_start::eager;
+    auto rt = startup::bootstrap(opts);
+    std::atomic<int> ready{0};
+    const startup::shutdown_report* seen[2] = {nullptr, nullptr};
+    auto call = [&](int i) {
+      ready.fetch_add(1);
+      while (ready.load() < 2) {
+      }
+      seen[i] = &rt->shutdown();
+    };
+    std::thread a(call, 0), b(call, 1);
+    a.join();
+    b.join();
+    if (seen[0] != seen[1] || !seen[0]->clean() || seen[0]->duration_ns <= 0 ||
+        palrt::testing::palrt_threads_alive() != 0)
+      ++bad;
+  }
+  std::printf("rounds=%d bad=%d\n", rounds, bad);
+  return 0;
+}
+
+TEST_CASE("bootstrap: shutdown from two threads at once does the work once; both see the same report") {
+  auto c = run_fresh("boot_concurrent_shutdown");
+  INFO(c.out, c.err);
+  REQUIRE(c.exit_code == 0);
+  CHECK(has(c.out, "rounds=50 bad=0"));
 }
 
 TEST_CASE("bootstrap: no-membarrier never registers and uses a fallback barrier") {
   auto c = run_fresh("boot_no_membarrier");
   INFO(c.out, c.err);
   REQUIRE(c.exit_code == 0);
-  CHECK(has(c.out, "registered_by=none threads_at_registration=0"));
+  CHECK(has(c.out, "registered_by=none threads_at_registration=0 fast_path_inferred=0"));
   CHECK_FALSE(has(c.out, "strategy=membarrier"));
   CHECK(has(c.out, "shutdown_clean=1 palrt_threads_after=0"));
   if (membarrier_available()) CHECK(has(c.out, "pe=" + std::to_string(EPERM)));
@@ -178,5 +322,7 @@ TEST_CASE("bootstrap: under the preload shim, threads-first registers with one t
   INFO(c.out, c.err);
   REQUIRE(c.exit_code == 0);
   CHECK(has(c.out, "phases=finalizer,sync-manager,process-barrier,"));
-  CHECK(has(c.out, "registered_by=preload threads_at_registration=1 strategy=membarrier"));
+  CHECK(has(c.out, "registered_by=preload"));
+  CHECK(has(c.out, "strategy=membarrier"));
+  CHECK(has(c.out, "fast_path_inferred=1"));
 }

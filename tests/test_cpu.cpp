@@ -1,11 +1,17 @@
 #include <doctest/doctest.h>
 #include <sched.h>
+#include <stdlib.h>
 
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include "palrt/pal/cpu.hpp"
+#include "palrt/pal/internal/cpu_access.hpp"
 
 using namespace palrt;
+using cpu = palrt::pal::internal::cpu_access;
 
 TEST_CASE("cpu: processor_count honours the affinity mask") {
   cpu_set_t saved;
@@ -45,21 +51,71 @@ TEST_CASE("cpu: a cgroup v2 cpu.max, when present, is parsed and bounds the coun
 }
 
 TEST_CASE("cpu: cpu.max parses as the kernel writes it, and a quota rounds up to whole CPUs") {
-  auto unlimited = pal::parse_cgroup_cpu_max("max 100000\n");
+  auto unlimited = cpu::parse_cgroup_cpu_max("max 100000\n");
   REQUIRE(unlimited);
   CHECK(unlimited->quota_us == -1);
   CHECK(unlimited->period_us == 100000);
-  CHECK(pal::processor_count(8, unlimited) == 8);
+  CHECK(cpu::processor_count(8, unlimited) == 8);
 
-  auto one_and_a_half = pal::parse_cgroup_cpu_max("150000 100000\n");
+  auto one_and_a_half = cpu::parse_cgroup_cpu_max("150000 100000\n");
   REQUIRE(one_and_a_half);
   CHECK(one_and_a_half->quota_us == 150000);
-  CHECK(pal::processor_count(8, one_and_a_half) == 2);  // 1.5 CPUs of time: 2 can run
-  CHECK(pal::processor_count(1, one_and_a_half) == 1);  // never more than the affinity allows
-  CHECK(pal::processor_count(8, pal::parse_cgroup_cpu_max("5000 100000")) == 1);  // never 0
+  CHECK(cpu::processor_count(8, one_and_a_half) == 2);  // 1.5 CPUs of time: 2 can run
+  CHECK(cpu::processor_count(1, one_and_a_half) == 1);  // never more than the affinity allows
+  CHECK(cpu::processor_count(8, cpu::parse_cgroup_cpu_max("5000 100000")) == 1);  // never 0
 
   for (const char* bad : {"", "max", "100000", "abc 100000", "100000 0", "-5 100000", "12x 100000"}) {
     CAPTURE(bad);
-    CHECK_FALSE(pal::parse_cgroup_cpu_max(bad));
+    CHECK_FALSE(cpu::parse_cgroup_cpu_max(bad));
   }
+}
+
+namespace {
+
+// A cgroup v2 tree in a temporary folder: /<mount>/<path>/cpu.max files with the given texts.
+struct cgroup_tree {
+  std::filesystem::path mount;
+  cgroup_tree() {
+    char pattern[] = "/tmp/palrt-cgroup-XXXXXX";
+    mount = mkdtemp(pattern);
+  }
+  ~cgroup_tree() { std::filesystem::remove_all(mount); }
+  void cpu_max(const std::string& path, const std::string& text) {
+    std::filesystem::create_directories(mount / path.substr(1));
+    std::ofstream(mount / path.substr(1) / "cpu.max") << text;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("cpu: the tightest cpu.max on the path to the root bounds the count, not only the process's own") {
+  cgroup_tree tree;
+  REQUIRE(!tree.mount.empty());
+  // A container limited to 1 CPU whose service cgroup itself says "max" (as systemd leaves it).
+  tree.cpu_max("/machine", "100000 100000\n");
+  tree.cpu_max("/machine/app", "max 100000\n");
+  tree.cpu_max("/machine/app/worker", "max 100000\n");
+  auto limit = cpu::tightest_cpu_max(tree.mount.string(), "/machine/app/worker");
+  REQUIRE(limit);
+  CHECK(limit->quota_us == 100000);
+  CHECK(limit->path == (tree.mount / "machine/cpu.max").string());
+  CHECK(cpu::processor_count(8, limit) == 1);
+
+  // A child tighter than its parent wins; a parent tighter than the child wins.
+  tree.cpu_max("/machine/app/worker", "250000 100000\n");
+  tree.cpu_max("/machine", "400000 100000\n");
+  CHECK(cpu::processor_count(8, cpu::tightest_cpu_max(tree.mount.string(), "/machine/app/worker")) == 3);
+  tree.cpu_max("/machine", "150000 100000\n");
+  CHECK(cpu::processor_count(8, cpu::tightest_cpu_max(tree.mount.string(), "/machine/app/worker")) == 2);
+
+  // Unlimited all the way: the process's own file, "max". No file at all: no limit.
+  tree.cpu_max("/machine", "max 100000\n");
+  tree.cpu_max("/machine/app/worker", "max 100000\n");
+  auto none = cpu::tightest_cpu_max(tree.mount.string(), "/machine/app/worker");
+  REQUIRE(none);
+  CHECK(none->quota_us == -1);
+  CHECK_FALSE(cpu::tightest_cpu_max(tree.mount.string(), "/elsewhere"));
+  // A malformed file on the path is skipped, not taken as a limit.
+  tree.cpu_max("/machine/app", "garbage\n");
+  CHECK(cpu::processor_count(8, cpu::tightest_cpu_max(tree.mount.string(), "/machine/app/worker")) == 8);
 }

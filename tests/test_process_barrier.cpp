@@ -33,7 +33,8 @@
 #include "palrt/pal/membarrier.hpp"
 #include "palrt/pal/process_barrier.hpp"
 #include "palrt/pal/thread_factory.hpp"
-#include "palrt/pal/thread_census.hpp"
+#include "palrt/core/thread_census.h"
+#include "palrt/pal/internal/barrier_strategies.hpp"
 #include "palrt/pal/wake_event.hpp"
 #include "scale.hpp"
 #include "kernel_support.hpp"
@@ -232,7 +233,8 @@ PALRT_FRESH_PROCESS(litmus_with_flush) {
 }
 
 PALRT_FRESH_PROCESS(automatic_choice) {
-  const auto& st = pal::initialize_process_barrier();
+  const auto& st = pal::initialize_process_barrier(pal::registration_mode::register_membarrier,
+                                                   pal::registration_census::always);
   std::printf("strategy=%s registered=%d registration_error=%d threads=%d forced=%d\n",
               std::string(pal::to_string(st.strategy)).c_str(), st.registered, st.registration_error,
               st.threads_at_registration, st.forced);
@@ -301,12 +303,14 @@ PALRT_FRESH_PROCESS(register_after_foreign_thread) {
     release.wait();
   });
   started.wait();
-  const int alive = pal::threads_in_process();  // 2, or 3 with a sanitizer's own thread
-  const auto& st = pal::initialize_process_barrier();
+  const int alive = palrt_threads_in_process();  // 2, or 3 with a sanitizer's own thread
+  // Counted whatever the duration says: with rcu_expedited=1 or one online CPU the kernel
+  // answers this late registration as fast as the single-threaded one.
+  const auto& st = pal::initialize_process_barrier(pal::registration_mode::register_membarrier,
+                                                   pal::registration_census::always);
   release.set();
   foreign.join();
-  std::printf("registered=%d counted=%d slow=%d\n", st.registered, st.threads_at_registration == alive && alive >= 2,
-              st.registration_ns > 200'000);
+  std::printf("registered=%d counted=%d\n", st.registered, st.threads_at_registration == alive && alive >= 2);
   return 0;
 }
 
@@ -315,8 +319,8 @@ TEST_CASE("process barrier: a registration with a thread already alive is counte
   auto child = run_fresh("register_after_foreign_thread");
   INFO(child.out, child.err);
   REQUIRE(child.exit_code == 0);
-  // The kernel took the slow path (a grace period), and the census says why: 2 threads.
-  CHECK(child.out.find("registered=1 counted=1 slow=1") != std::string::npos);
+  // The census says what the kernel saw: 2 threads (how long the kernel took is a benchmark).
+  CHECK(child.out.find("registered=1 counted=1") != std::string::npos);
 }
 
 PALRT_FRESH_PROCESS(mprotect_without_mlock) {
@@ -340,7 +344,7 @@ PALRT_FRESH_PROCESS(signal_taken_by_host) {
   sa.sa_handler = [](int) {};
   sigaction(pal::barrier_signal_number(), &sa, nullptr);
   try {
-    pal::make_barrier_instance(pal::barrier_strategy::signal);
+    pal::internal::process_barrier_access::make_instance(pal::barrier_strategy::signal);
     std::printf("created\n");
   } catch (const pal::barrier_error& e) {
     std::printf("error=%d what=%s\n", e.code().value(), e.what());
@@ -395,10 +399,10 @@ TEST_CASE("process barrier: each strategy instance flushes with busy threads run
   for (auto s : {pal::barrier_strategy::membarrier, pal::barrier_strategy::mprotect, pal::barrier_strategy::signal}) {
     CAPTURE(pal::to_string(s));
     if (s == pal::barrier_strategy::membarrier && !membarrier_available()) {
-      CHECK_THROWS_AS(pal::make_barrier_instance(s), pal::barrier_error);
+      CHECK_THROWS_AS(pal::internal::process_barrier_access::make_instance(s), pal::barrier_error);
       continue;
     }
-    auto b = pal::make_barrier_instance(s);
+    auto b = pal::internal::process_barrier_access::make_instance(s);
     CHECK(b->strategy() == s);
     for (long i = 0; i < 200 * palrt::testing::scale(); ++i) b->flush();
   }
@@ -417,7 +421,7 @@ TEST_CASE("process barrier: the signal strategy does not wait forever for a thre
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
     release.wait();
   });
-  auto b = pal::make_barrier_instance(pal::barrier_strategy::signal);
+  auto b = pal::internal::process_barrier_access::make_instance(pal::barrier_strategy::signal);
   auto t0 = std::chrono::steady_clock::now();
   b->flush();
   auto took = std::chrono::steady_clock::now() - t0;

@@ -1,6 +1,6 @@
 #include <doctest/doctest.h>
 
-#include "palrt/pal/thread_census.hpp"
+#include "palrt/core/thread_census.h"
 #include "palrt/pal/thread_factory.hpp"
 #include "palrt/pal/wake_event.hpp"
 
@@ -16,7 +16,7 @@ TEST_CASE("thread census: counts threads as they start and after they are joined
     release.set();  // pass the release on to the other thread
   });
   started_first.wait();
-  const int with_one = pal::threads_in_process();
+  const int with_one = palrt_threads_in_process();
   REQUIRE(with_one >= 2);
   auto second = pal::start_thread({"census-2", 0}, [&] {
     started_second.set();
@@ -24,9 +24,9 @@ TEST_CASE("thread census: counts threads as they start and after they are joined
     release.set();
   });
   started_second.wait();
-  CHECK(pal::threads_in_process() == with_one + 1);
+  CHECK(palrt_threads_in_process() == with_one + 1);
   release.set();
   first.join();
   second.join();
-  CHECK(pal::threads_in_process() == with_one - 1);
+  CHECK(palrt_threads_in_process() == with_one - 1);
 }

@@ -36,9 +36,9 @@
 #include <sys/auxv.h>
 #include <unistd.h>
 
-#include "pal/internal/membarrier_syscall.h"
-#include "pal/internal/thread_census.h"
-#include "startup/internal/preload_info.h"
+#include "palrt/core/membarrier_registration.h"
+#include "palrt/core/thread_census.h"
+#include "palrt/startup/internal/preload_info.h"
 
 #define PALRT_PRELOAD_EXPORT __attribute__((visibility("default")))
 
@@ -177,7 +177,10 @@ static void ensure_registered(int trigger) {
       palrt_membarrier_register(&g_info.registration);
       g_info.state =
           g_info.registration.error == 0 ? PALRT_PRELOAD_REGISTERED : PALRT_PRELOAD_FAILED;
-      g_info.threads_at_registration = palrt_threads_at_registration(&g_info.registration);
+      g_info.fast_path_inferred = palrt_registration_looks_fast(&g_info.registration);
+      /* A count only where it tells something or is shown: the verbose line prints it. */
+      if (cfg.verbose || !g_info.fast_path_inferred)
+        g_info.threads_at_registration = palrt_threads_in_process();
     }
     __atomic_store_n(&g_phase, PHASE_DONE, __ATOMIC_RELEASE);
     if (cfg.enabled && cfg.verbose) report(&g_info);

@@ -9,7 +9,7 @@
 #include <pthread.h>
 #include <stddef.h>
 
-#include "pal/internal/membarrier_syscall.h"
+#include "palrt/core/membarrier_registration.h"
 
 int palrt_test_early_thread_ran;
 /* membarrier(PRIVATE_EXPEDITED) as seen by the thread: 0 when registered, -EPERM when not.

@@ -21,6 +21,8 @@ struct json {
   bool is_number() const { return std::holds_alternative<double>(value); }
   bool is_string() const { return std::holds_alternative<std::string>(value); }
   bool is_bool() const { return std::holds_alternative<bool>(value); }
+  bool is_null() const { return std::holds_alternative<std::nullptr_t>(value); }
+  bool as_bool() const { return std::get<bool>(value); }
 
   const object& as_object() const { return *std::get<std::shared_ptr<object>>(value); }
   const array& as_array() const { return *std::get<std::shared_ptr<array>>(value); }

@@ -20,8 +20,8 @@
 #include <string.h>
 #include <sys/auxv.h>
 
-#include "pal/internal/membarrier_syscall.h"
-#include "startup/internal/preload_info.h"
+#include "palrt/core/membarrier_registration.h"
+#include "palrt/startup/internal/preload_info.h"
 
 static pthread_mutex_t hold = PTHREAD_MUTEX_INITIALIZER;
 
@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
     printf("preload_state=%d\n", info->state);
     printf("preload_trigger=%d\n", info->trigger);
     printf("preload_threads=%d\n", info->threads_at_registration);
+    printf("preload_fast_path_inferred=%d\n", info->fast_path_inferred);
     printf("preload_error=%d\n", info->registration.error);
     printf("preload_mask=%u\n", info->registration.mask);
     printf("preload_duration_ns=%lld\n", (long long)info->registration.duration_ns);

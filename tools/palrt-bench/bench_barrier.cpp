@@ -4,7 +4,7 @@
 //   palrt           palrt::pal::flush_process_write_buffers(), the strategy the process chose
 //   raw-membarrier  the bare membarrier(PRIVATE_EXPEDITED) syscall: the floor palrt is held to
 //                   (target: palrt <= 1.10x raw-membarrier when the strategy is membarrier)
-//   mprotect        the mprotect strategy, forced through make_barrier_instance()
+//   mprotect        the mprotect strategy, forced through process_barrier_access::make_instance()
 //   signal          the signal strategy, forced the same way
 // A variant that cannot work here (membarrier denied by seccomp, mprotect on arm64, ...) is
 // reported as skipped with the reason and left out of the results.
@@ -32,6 +32,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <palrt/pal/internal/barrier_strategies.hpp>
 #include <palrt/pal/membarrier.hpp>
 #include <palrt/pal/process_barrier.hpp>
 #include <palrt/pal/thread_factory.hpp>
@@ -199,7 +200,8 @@ std::optional<measured_variant> forced_strategy_variant_if_available(palrt::pal:
                                                                      bench_report& report) {
   const std::string name(palrt::pal::to_string(strategy));
   try {
-    std::shared_ptr<palrt::pal::barrier_instance> instance = palrt::pal::make_barrier_instance(strategy);
+    std::shared_ptr<palrt::pal::internal::barrier_instance> instance =
+        palrt::pal::internal::process_barrier_access::make_instance(strategy);
     return variant(name, [instance] { instance->flush(); });
   } catch (const palrt::pal::barrier_error& e) {
     report.skipped(name, e.what());

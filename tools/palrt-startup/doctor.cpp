@@ -5,6 +5,7 @@
 #include <string>
 
 #include "palrt/pal/cpu.hpp"
+#include "palrt/pal/internal/barrier_strategies.hpp"
 #include "palrt/pal/membarrier.hpp"
 #include "palrt/pal/process_barrier.hpp"
 #include "palrt/startup/preload_probe.hpp"
@@ -12,23 +13,6 @@
 
 namespace palrt::tools {
 namespace {
-
-struct command_name {
-  std::uint32_t bit;
-  const char* name;
-};
-constexpr command_name membarrier_commands[] = {
-    {1u << 0, "GLOBAL"},
-    {1u << 1, "GLOBAL_EXPEDITED"},
-    {1u << 2, "REGISTER_GLOBAL_EXPEDITED"},
-    {1u << 3, "PRIVATE_EXPEDITED"},
-    {1u << 4, "REGISTER_PRIVATE_EXPEDITED"},
-    {1u << 5, "PRIVATE_EXPEDITED_SYNC_CORE"},
-    {1u << 6, "REGISTER_PRIVATE_EXPEDITED_SYNC_CORE"},
-    {1u << 7, "PRIVATE_EXPEDITED_RSEQ"},
-    {1u << 8, "REGISTER_PRIVATE_EXPEDITED_RSEQ"},
-    {1u << 9, "GET_REGISTRATIONS"},
-};
 
 std::string status_field(const char* field) {
   std::ifstream in("/proc/self/status");
@@ -47,11 +31,15 @@ std::string status_field(const char* field) {
 int run_doctor(std::FILE* out) {
   std::fprintf(out, "palrt doctor\n\nkernel              %s\n", startup::kernel_release().c_str());
 
-  const std::uint32_t mask = pal::membarrier::supported_mask();
-  std::fprintf(out, "membarrier QUERY    0x%03" PRIx32 "%s\n", mask,
-               mask ? "" : "  (QUERY failed: not built in, or denied by seccomp)");
-  for (const auto& c : membarrier_commands)
-    std::fprintf(out, "  %-38s %s\n", c.name, (mask & c.bit) ? "yes" : "no");
+  const auto query = pal::membarrier::query();
+  const auto mask = static_cast<std::uint32_t>(query.value);
+  if (query.ok())
+    std::fprintf(out, "membarrier QUERY    0x%03" PRIx32 "\n", mask);
+  else
+    std::fprintf(out, "membarrier QUERY    failed: %s\n", std::string(pal::membarrier::describe(query.error)).c_str());
+  for (std::uint32_t bit = 1; bit < (1u << PALRT_MB_CMD_BITS); bit <<= 1)
+    std::fprintf(out, "  %-38s %s\n", std::string(pal::membarrier::command_name(bit)).c_str(),
+                 (mask & bit) ? "yes" : "no");
   std::string seccomp = status_field("Seccomp:");
   std::fprintf(out, "seccomp mode        %s (%s)\n", seccomp.c_str(),
                seccomp == "0" ? "none" : seccomp == "1" ? "strict" : seccomp == "2" ? "filter" : "unknown");
@@ -89,8 +77,9 @@ int run_doctor(std::FILE* out) {
   for (auto s : {pal::barrier_strategy::membarrier, pal::barrier_strategy::mprotect, pal::barrier_strategy::signal}) {
     const std::string name(pal::to_string(s));
     try {
-      auto b = pal::make_barrier_instance(s);
-      std::fprintf(out, "  %-11s %9.0f ns\n", name.c_str(), pal::measure_flush_cost_ns(*b, 2000));
+      using access = pal::internal::process_barrier_access;
+      auto b = access::make_instance(s);
+      std::fprintf(out, "  %-11s %9.0f ns\n", name.c_str(), access::measure_flush_cost_ns(*b, 2000));
     } catch (const std::exception& e) {
       std::fprintf(out, "  %-11s unavailable: %s\n", name.c_str(), e.what());
     }

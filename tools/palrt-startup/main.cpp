@@ -16,7 +16,7 @@
 #include "palrt/startup/bootstrap.hpp"
 #include "report_output.hpp"
 
-#include "pal/internal/membarrier_syscall.h"
+#include "palrt/core/clock.h"
 
 namespace {
 
@@ -27,6 +27,8 @@ int run(palrt::startup::ordering order, int extra_threads, const std::string& re
   startup::options opts;
   opts.order = order;
   opts.sync_worker = startup::sync_worker_start::eager;  // the full service set, as CoreCLR starts it
+  // A report shows the thread count at registration, not only the inference from timing.
+  opts.count_threads_at_registration = report != "none";
   std::unique_ptr<startup::runtime> rt;
   try {
     rt = startup::bootstrap(opts);

@@ -35,8 +35,13 @@ void print_json_report(std::FILE* out, const run_facts& f) {
   json_string(out, pal::to_string(r.barrier.strategy));
   std::fputs(",\"registered_by\":", out);
   json_string(out, startup::to_string(reg.registered_by));
-  std::fprintf(out, ",\"threads_at_registration\":%d,\"registration_ns\":%" PRId64 ",\"registration_error\":%d",
-               reg.threads_at_registration, reg.registration_ns, r.barrier.registration_error);
+  // A count only when one was taken: null otherwise, never a guess presented as a count.
+  if (reg.threads_at_registration > 0)
+    std::fprintf(out, ",\"threads_at_registration\":%d", reg.threads_at_registration);
+  else
+    std::fputs(",\"threads_at_registration\":null", out);
+  std::fprintf(out, ",\"fast_path_inferred\":%s,\"registration_ns\":%" PRId64 ",\"registration_error\":%d",
+               reg.fast_path_inferred ? "true" : "false", reg.registration_ns, r.barrier.registration_error);
   std::fputs(",\"phases\":[", out);
   for (std::size_t i = 0; i < r.phases.size(); ++i) {
     std::fputs(i ? ",{\"name\":" : "{\"name\":", out);
@@ -63,11 +68,16 @@ void print_text_report(std::FILE* out, const run_facts& f) {
                r.barrier.forced ? " (forced by PALRT_BARRIER)" : "");
   std::fprintf(out, "membarrier mask    0x%" PRIx32 "\n", r.barrier.membarrier_mask);
   std::fprintf(out, "registered by      %s", std::string(startup::to_string(reg.registered_by)).c_str());
-  if (reg.registered_by != startup::registration_origin::none)
-    std::fprintf(out, " with %d thread%s alive, in %.1f us%s\n", reg.threads_at_registration,
-                 reg.threads_at_registration == 1 ? "" : "s", reg.registration_ns / 1e3,
-                 reg.threads_at_registration == 1 ? " (kernel fast path)" : " (RCU grace period)");
-  else
+  if (reg.registered_by != startup::registration_origin::none) {
+    std::fprintf(out, " in %.1f us, ", reg.registration_ns / 1e3);
+    if (reg.threads_at_registration > 0)
+      std::fprintf(out, "%d thread%s alive (counted)", reg.threads_at_registration,
+                   reg.threads_at_registration == 1 ? "" : "s");
+    else
+      std::fprintf(out, "threads not counted");
+    std::fprintf(out, "%s\n", reg.fast_path_inferred ? ", fast path (inferred from its duration)"
+                                                      : ", not the fast path");
+  } else
     std::fprintf(out, "\n");
   std::fprintf(out, "phases\n");
   for (const auto& p : r.phases)

@@ -1,34 +1,38 @@
 // CPU counts as a runtime should size itself by.
 //
 // processor_count() is what a runtime should size per-processor structures and worker pools
-// by: the CPUs in this thread's affinity mask, further limited by a cgroup v2 `cpu.max`
-// quota (rounded up), never less than 1. online_cpus() is the kernel's online set, which
-// decides the membarrier fast path (one online CPU also takes it).
+// by: the CPUs in this thread's affinity mask, further limited by the tightest cgroup v2
+// `cpu.max` quota on the path from this process's cgroup up to the root (rounded up, as the
+// JDK and .NET do: a parent's quota limits every child), never less than 1. online_cpus()
+// is the kernel's online set, which decides the membarrier fast path (one online CPU also
+// takes it). None of these throws.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <string_view>
 
 namespace palrt::pal {
 
 struct cgroup_cpu_limit {
-  std::string path;            // the cpu.max file read
+  std::string path;            // the cpu.max file that holds the limit
   std::int64_t quota_us = -1;  // -1 = "max" (no limit)
   std::int64_t period_us = 0;
 };
 
+// At least 1. Falls back to online_cpus() when the affinity mask cannot be read, and ignores
+// a cgroup limit it cannot read or parse.
 int processor_count() noexcept;
+// CPUs in this thread's affinity mask; 0 when sched_getaffinity fails (a seccomp filter may
+// deny it), which processor_count() treats as "unknown".
 int affinity_cpus() noexcept;
+// CPUs online (sysconf(_SC_NPROCESSORS_ONLN), the kernel's /sys/devices/system/cpu/online);
+// 1 when the kernel cannot say.
 int online_cpus() noexcept;
-// The cgroup v2 cpu.max of this process's cgroup, if the file exists and parses.
-std::optional<cgroup_cpu_limit> cgroup_cpu_max();
-
-// The pieces processor_count() is made of, for callers with their own inputs (and tests):
-// a cpu.max file's text ("<quota|max> <period>"), nullopt when malformed; and the count
-// for `usable_cpus` under `limit`.
-std::optional<cgroup_cpu_limit> parse_cgroup_cpu_max(std::string_view text);
-int processor_count(int usable_cpus, const std::optional<cgroup_cpu_limit>& limit) noexcept;
+// The tightest cgroup v2 cpu.max limit between this process's cgroup and the root: the one
+// allowing the fewest CPUs. nullopt when there is no cgroup v2 hierarchy, no cpu controller,
+// no cpu.max file on the path, or none parses. A path where every cpu.max says "max" gives
+// the process's own file with quota_us = -1.
+std::optional<cgroup_cpu_limit> cgroup_cpu_max() noexcept;
 
 }  // namespace palrt::pal

@@ -8,17 +8,25 @@
 // 2-core machines). That asymmetry is why palrt registers before it starts any thread.
 //
 // These are thin, allocation-free wrappers; process_barrier.hpp builds the strategy on them.
+// None of them throws: each returns the errno it failed with.
 #pragma once
 
 #include <cstdint>
 #include <string_view>
 
+#include "palrt/core/membarrier_commands.h"
+
 namespace palrt::pal::membarrier {
 
-// Bits of the QUERY mask (values from <linux/membarrier.h>).
-inline constexpr std::uint32_t cmd_private_expedited = 1u << 3;
-inline constexpr std::uint32_t cmd_register_private_expedited = 1u << 4;
-inline constexpr std::uint32_t cmd_get_registrations = 1u << 9;
+// Bits of the QUERY and GET_REGISTRATIONS masks (the one definition is the C enum in
+// palrt/core/membarrier_commands.h, shared with the preload shim).
+inline constexpr std::uint32_t cmd_private_expedited = PALRT_MB_CMD_PRIVATE_EXPEDITED;
+inline constexpr std::uint32_t cmd_register_private_expedited = PALRT_MB_CMD_REGISTER_PRIVATE_EXPEDITED;
+inline constexpr std::uint32_t cmd_get_registrations = PALRT_MB_CMD_GET_REGISTRATIONS;
+
+// The kernel's name of one command bit ("PRIVATE_EXPEDITED"), or "" for a bit palrt does not
+// know. Bits 0 .. PALRT_MB_CMD_BITS - 1 are known.
+std::string_view command_name(std::uint32_t bit) noexcept;
 
 // Why a membarrier call failed, from its errno.
 enum class failure_reason {
@@ -41,15 +49,16 @@ struct result {
   failure_reason reason() const noexcept { return reason_of(error); }
 };
 
-// Raw call; exposed for tests and the raw-membarrier benchmark baseline.
-result call(int command, unsigned flags = 0) noexcept;
-
-// QUERY. Any failure (including seccomp's) means "no command available": returns 0.
-std::uint32_t supported_mask() noexcept;
+// QUERY: value is the mask of supported commands. Any failure (ENOSYS; EPERM or another
+// errno from a seccomp filter, which often denies QUERY itself) means no command may be used;
+// the errno says why.
+result query() noexcept;
+// REGISTER_PRIVATE_EXPEDITED. EINVAL where the kernel lacks the command, EPERM under seccomp.
 result register_private_expedited() noexcept;
+// PRIVATE_EXPEDITED. EPERM before registration (or under seccomp).
 result private_expedited() noexcept;
-// GET_REGISTRATIONS (Linux 6.3+): the mask of commands this process registered for.
-// EINVAL on older kernels.
+// GET_REGISTRATIONS (Linux 6.3+): value is the mask of commands this process registered
+// for. EINVAL on older kernels.
 result get_registrations() noexcept;
 
 }  // namespace palrt::pal::membarrier

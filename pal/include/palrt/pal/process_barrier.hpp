@@ -22,10 +22,11 @@
 //
 // Initialisation depends on nothing else in palrt being initialised, and runs on first use
 // if nobody called initialize_process_barrier() first.
+//
+// CoreCLR's spelling, FlushProcessWriteBuffers(), is in palrt/pal/compat.hpp.
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <string_view>
 #include <system_error>
@@ -45,17 +46,29 @@ int barrier_signal_number() noexcept;
 // registered-first and threads-first register (at different times), no-membarrier does not.
 enum class registration_mode { register_membarrier, skip_membarrier };
 
+// When initialisation counts the threads alive at registration (a /proc read, ~15-50 us).
+enum class registration_census {
+  if_slow,  // only when the registration does not look like the kernel's fast path (default:
+            // the startup path stays free of procfs reads)
+  always,   // always (for reports that show the count)
+};
+
 struct process_barrier_state {
   barrier_strategy strategy;
   bool forced = false;               // chosen through PALRT_BARRIER
   std::uint32_t membarrier_mask = 0; // QUERY result (0 when denied or skipped)
   int registration_error = 0;        // errno of a failed registration, 0 if none / skipped
   bool registered = false;           // this process is registered for PRIVATE_EXPEDITED
-  // Threads alive when registration ran (0 when it did not): 1 when the kernel took its
-  // single-threaded fast path, otherwise counted from /proc (see thread_census.h).
+  // Threads of this process counted from /proc right after registration (before palrt
+  // starts any thread), or 0 when not counted: no registration, /proc unreadable, or
+  // registration_census::if_slow and the registration looked fast.
   int threads_at_registration = 0;
+  // The registration looked like the kernel's single-threaded fast path: a first
+  // registration that took under 200 us. Inferred from timing, not counted: with
+  // rcu_expedited=1 or one CPU online a registration with threads alive is this fast too.
+  bool fast_path_inferred = false;
   std::int64_t registration_started_ns = 0;  // CLOCK_MONOTONIC
-  std::int64_t registration_ns = 0;          // QUERY + REGISTER duration
+  std::int64_t registration_ns = 0;          // QUERY + REGISTER duration (census excluded)
 };
 
 // Thrown when no strategy can be set up, or when the forced one is unavailable.
@@ -66,36 +79,28 @@ class barrier_error : public std::system_error {
 };
 
 // Chooses and sets up the strategy (idempotent: later calls return the first result and
-// ignore their argument). Thread-safe. Throws barrier_error.
+// ignore their arguments). Thread-safe. Throws barrier_error when no strategy can be set up
+// or the one forced by PALRT_BARRIER cannot (or PALRT_BARRIER names no strategy); a failed
+// initialisation leaves nothing behind, and a later call tries again.
 const process_barrier_state& initialize_process_barrier(
-    registration_mode mode = registration_mode::register_membarrier);
+    registration_mode mode = registration_mode::register_membarrier,
+    registration_census census = registration_census::if_slow);
 
 // The state, or nullptr before initialisation.
 const process_barrier_state* process_barrier_state_if_initialized() noexcept;
 
-// The barrier. Initialises with register_membarrier on first use (and then aborts with a
-// message if no strategy works; call initialize_process_barrier() to handle that instead).
+// The barrier. Initialises with register_membarrier on first use, and then aborts with a
+// message on stderr if no strategy works (call initialize_process_barrier() first to handle
+// that as an exception instead). Once initialised it cannot fail: a strategy that stops
+// working (a seccomp filter installed later denying membarrier or mprotect, /proc gone for
+// the signal strategy) aborts with a message rather than return without a barrier.
 void flush_process_write_buffers();
 
-// One strategy instance of its own, independent of the process's choice: for the doctor
-// report and the benchmarks, which compare strategies in one run. Throws barrier_error when
-// the strategy cannot work here. The membarrier instance registers if needed.
-class barrier_instance {
- public:
-  virtual ~barrier_instance() = default;
-  virtual barrier_strategy strategy() const noexcept = 0;
-  virtual void flush() noexcept = 0;
-};
-std::unique_ptr<barrier_instance> make_barrier_instance(barrier_strategy s);
-
-// What one flush costs here, now: the median over 5 rounds of `flushes_per_round` flushes of
-// the wall time per flush, in ns. Grace periods built on the barrier size their batching by
-// it; the cost depends on the strategy and on how many CPUs run threads of this process.
-// The first overload measures the process's own barrier (initialising it if needed).
+// What one flush of the process's barrier costs here, now: the median over 5 rounds of
+// `flushes_per_round` flushes of the wall time per flush, in ns. Grace periods built on the
+// barrier size their batching by it; the cost depends on the strategy and on how many CPUs
+// run threads of this process. Initialises the barrier if needed (throws barrier_error like
+// initialize_process_barrier()).
 double measure_flush_cost_ns(int flushes_per_round = 1000);
-double measure_flush_cost_ns(barrier_instance& barrier, int flushes_per_round = 1000);
 
 }  // namespace palrt::pal
-
-// CoreCLR's name for the same operation, for hosts porting PAL code.
-inline void FlushProcessWriteBuffers() { palrt::pal::flush_process_write_buffers(); }

@@ -55,8 +55,11 @@ class managed_thread {
   ~managed_thread();
 
   bool joinable() const noexcept;
-  // Waits up to `timeout`; true if the thread finished and was joined.
+  // Waits up to `timeout`; true if the thread finished and was joined (or was not joinable),
+  // false if it still runs (it stays joinable). Not from the thread itself (it would wait
+  // for itself until the timeout).
   bool join_for(std::chrono::nanoseconds timeout);
+  // Waits without bound; does nothing if not joinable. Not from the thread itself.
   void join();
   const std::string& name() const noexcept { return name_; }
 
@@ -67,8 +70,10 @@ class managed_thread {
   std::string name_;
 };
 
-// Starts `body` on a new thread. Throws thread_start_error, or barrier_error if the
-// registration the policy requires cannot be set up.
+// Starts `body` on a new thread. Throws thread_start_error (nothing was started), or
+// barrier_error if the registration the policy requires cannot be set up (nothing was
+// started either). An exception escaping `body` terminates the process, as with std::thread:
+// a service loop catches what it can handle.
 managed_thread start_thread(const thread_options& options, std::function<void()> body);
 
 }  // namespace palrt::pal

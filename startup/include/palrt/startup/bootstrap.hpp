@@ -12,20 +12,37 @@
 // Failure: if a phase fails, the phases already started are stopped in reverse order, no
 // thread of theirs is left behind, and startup_error names the phase and carries its errno.
 // bootstrap() does not catch anything else: std::bad_alloc propagates after the same unwind.
+//
+// One runtime per process at a time: bootstrap() while another runtime is alive and not shut
+// down throws startup_error (phase "bootstrap", EBUSY) and starts nothing; once that runtime
+// has shut down, a new bootstrap() may start another.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <system_error>
 #include <vector>
 
 #include "palrt/pal/process_barrier.hpp"
 #include "palrt/startup/ordering.hpp"
-#include "palrt/startup/phase.hpp"
+#include "palrt/sync/finalizer_thread.hpp"
+#include "palrt/sync/sync_manager.hpp"
 
 namespace palrt::startup {
+
+namespace internal {
+class phase;
+}
+
+// The services a runtime owns. Phases create and start them; each is null until its phase
+// ran (and after a failed bootstrap there is no runtime at all).
+struct runtime_services {
+  std::unique_ptr<sync::finalizer_thread> finalizer;
+  std::unique_ptr<sync::sync_manager> sync_manager;
+};
 
 enum class sync_worker_start {
   lazy,   // at the first request that needs it (the default)
@@ -37,12 +54,17 @@ struct options {
   sync_worker_start sync_worker = sync_worker_start::lazy;
   // How long shutdown (and unwinding after a failure) waits for each service thread.
   std::chrono::milliseconds stop_timeout{2000};
+  // Count the threads alive at registration from /proc (~15-50 us) even when the
+  // registration looks like the kernel's fast path, so the report shows a count rather than
+  // an inference (report().barrier). For reports; off on the default startup path.
+  bool count_threads_at_registration = false;
 };
 
 class startup_error : public std::system_error {
  public:
   startup_error(std::string phase, std::error_code code, const std::string& what);
-  // The phase that failed: "process-barrier", "finalizer", "sync-manager".
+  // The phase that failed: "process-barrier", "finalizer", "sync-manager", or "bootstrap"
+  // when no phase ran (another runtime is alive: EBUSY).
   const std::string& phase() const noexcept { return phase_; }
 
  private:
@@ -81,9 +103,14 @@ class runtime {
   ~runtime();
 
   const startup_report& report() const noexcept { return report_; }
+  // The services, valid until the runtime is destroyed (stopped after shutdown()).
   runtime_services& services() noexcept { return services_; }
 
-  // Stops every phase in reverse order. Idempotent: later calls return the first report.
+  // Stops every phase in reverse order and joins their threads, each within
+  // options::stop_timeout; a thread that misses it is detached and named in not_joined.
+  // Idempotent and safe from any thread, also from several at once: one call does the work,
+  // every call returns the same report once it is done. Not from a service thread of this
+  // runtime (it would wait for itself until the timeout).
   const shutdown_report& shutdown();
 
  private:
@@ -91,16 +118,17 @@ class runtime {
   explicit runtime(const options& opts);
 
   options options_;
-  std::vector<std::unique_ptr<phase>> phases_;
+  std::vector<std::unique_ptr<internal::phase>> phases_;
   runtime_services services_;
   startup_report report_;
+  std::once_flag shutdown_once_;
   shutdown_report shutdown_report_;
-  bool shut_down_ = false;
+  bool holds_process_slot_ = false;  // this runtime counts as the process's live runtime
 };
 
-// Throws startup_error. Call it once per process, from the thread that will own the runtime,
-// before the host starts threads of its own (otherwise registration cannot take the fast
-// path; the report's barrier.threads_at_registration shows it).
+// Throws startup_error. Call it from the thread that will own the runtime, before the host
+// starts threads of its own (otherwise registration cannot take the fast path; the report's
+// barrier fields show it). At most one runtime is alive at a time (see above).
 std::unique_ptr<runtime> bootstrap(const options& opts = {});
 
 }  // namespace palrt::startup

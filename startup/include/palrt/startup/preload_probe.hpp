@@ -18,11 +18,12 @@ struct preload_status {
   bool disabled = false;       // PALRT_PRELOAD=0
   bool by_pthread_create = false;  // registered in its pthread_create hook, not its constructor
   int error = 0;               // errno of a failed registration
-  int threads_at_registration = 0;
+  int threads_at_registration = 0;  // counted from /proc; 0 when the shim did not count
+  bool fast_path_inferred = false;   // the registration looked like the fast path (timing)
   std::int64_t registration_ns = 0;
 };
 
-// nullopt when the shim is not loaded in this process.
+// nullopt when the shim is not loaded in this process (or is of another palrt version).
 std::optional<preload_status> find_preload_shim() noexcept;
 
 enum class registration_origin { bootstrap, preload, none };
@@ -30,8 +31,11 @@ std::string_view to_string(registration_origin o) noexcept;
 
 struct registration_summary {
   registration_origin registered_by = registration_origin::none;
-  int threads_at_registration = 0;     // of the registration that mattered
-  std::int64_t registration_ns = 0;    // of the registration that mattered
+  // Of the registration that mattered: threads counted from /proc (0 = not counted), and
+  // whether it looked like the kernel's fast path (inferred from timing, not counted).
+  int threads_at_registration = 0;
+  bool fast_path_inferred = false;
+  std::int64_t registration_ns = 0;
 };
 
 // Who registered this process: the shim if it did, else the bootstrap if it did, else none.

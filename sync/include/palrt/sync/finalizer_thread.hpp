@@ -1,39 +1,52 @@
-// The finalizer thread: runs finalizers of dead objects off the collector's thread.
+// The finalizer thread: runs the finalizers of dead objects off the threads that found them
+// dead, so that a collection never waits for host cleanup code.
 //
-// This issue gives it its lifecycle only: started by the bootstrap through the thread
-// factory, asleep on its work event while there is nothing to finalize, joined by a bounded
-// shutdown. The finalization queue, wait_for_pending_finalizers() and the containment of
-// finalizer exceptions arrive with the handle-table issue (see ROADMAP.md), behind
-// signal_work(), which is what the collector will call after queueing objects.
+// What it does today: its lifecycle. The bootstrap starts it through the thread factory (so
+// membarrier registration comes first); it sleeps on its work event until signal_work();
+// shutdown joins it within a bound. Each wake-up drains the finalization queue; palrt has no
+// finalization queue yet, so a wake-up finds nothing to run.
+//
+// Thread-safe: every member may be called from any thread; the lifecycle calls are
+// serialised by one lock.
 #pragma once
 
 #include <chrono>
-#include <cstdint>
+#include <mutex>
 
 #include "palrt/sync/service_thread.hpp"
 
 namespace palrt::sync {
 
+namespace internal {
+class finalizer_thread_access;
+}
+
 class finalizer_thread {
  public:
   finalizer_thread();
 
-  // Throws pal::thread_start_error or pal::barrier_error.
-  void start() { thread_.start(); }
-  // Wakes the thread to drain the finalization queue.
-  void signal_work() noexcept { thread_.wake(); }
-  // true if the thread was joined within `timeout`.
-  bool stop(std::chrono::nanoseconds timeout = service_thread::default_stop_timeout) {
-    return thread_.stop(timeout);
-  }
+  // Starts the thread and returns once it runs its loop; does nothing if it runs already.
+  // Throws pal::thread_start_error or pal::barrier_error, having started nothing.
+  void start();
+  // The halves of start(), for a caller that overlaps several threads' start-up (the
+  // bootstrap): launch() returns once the thread exists (it throws like start()),
+  // wait_until_running() once it runs its loop.
+  void launch();
+  void wait_until_running();
 
-  // The lifecycle in parts, for the bootstrap, which overlaps its service threads' starts
-  // and stops.
-  service_thread& thread() noexcept { return thread_; }
-  const service_thread& thread() const noexcept { return thread_; }
+  // Wakes the thread to drain the finalization queue. Does nothing before the first start.
+  void signal_work() noexcept;
+
+  // Asks the thread to finish without waiting; stop() then joins it.
+  void request_stop() noexcept;
+  // true if the thread was joined within `timeout` (or never started); false if it missed
+  // the deadline and was detached (it finishes on its own; the caller reports it).
+  bool stop(std::chrono::nanoseconds timeout = service_thread::default_stop_timeout);
 
  private:
+  friend class internal::finalizer_thread_access;
   void drain(const std::atomic<bool>& stop_requested);
+  mutable std::mutex lifecycle_mutex_;
   service_thread thread_;
 };
 

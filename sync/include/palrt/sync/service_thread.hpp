@@ -1,27 +1,37 @@
-// The lifecycle every palrt service thread shares (finalizer, sync manager worker, and the
-// ones later issues add): started through pal's thread factory, so registration comes first;
-// start() returns only once the thread runs its loop; idle, it sleeps on a futex
-// (wake_event) and costs nothing; stop() asks it to finish, wakes it and joins it within a
-// bound.
+// The lifecycle every palrt service thread shares (the finalizer, the sync manager's worker):
+// started through pal's thread factory, so membarrier registration comes first; start()
+// returns only once the thread runs its loop; idle, it sleeps on a futex (wake_event) and
+// costs nothing; stop() asks it to finish, wakes it and joins it within a bound.
 //
 // The loop calls `work(stop_requested)` on the service thread after each wake-up. `work`
 // should return promptly once the flag is true: that is how shutdown stays bounded when
-// there is a long queue (the finalizer stops draining and reports what it left).
+// there is a long queue.
+//
+// Each launch has state of its own (wake-up event, stop flag), co-owned by its thread. A
+// thread that missed its stop deadline is detached with its state, so it still sees its
+// stop request and finishes on its own, and a later launch neither revives it nor shares
+// anything with it.
+//
+// Not thread-safe: one owner drives the lifecycle (finalizer_thread and sync_manager
+// serialise their callers). wake() may be called from any thread, but not concurrently with
+// launch(), start() or destruction.
 #pragma once
 
 #include <sys/types.h>
 
 #include <atomic>
 #include <chrono>
-#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 
 #include "palrt/pal/thread_factory.hpp"
-#include "palrt/pal/wake_event.hpp"
 
 namespace palrt::sync {
+
+namespace internal {
+class service_thread_access;
+}
 
 class service_thread {
  public:
@@ -37,36 +47,38 @@ class service_thread {
 
   // Starts the thread and waits until it has entered its loop: launch() and then
   // wait_until_running(). Throws pal::thread_start_error (code() = errno) or
-  // pal::barrier_error. Calling it on a started thread does nothing.
+  // pal::barrier_error, having started nothing. Calling it on a started thread does nothing.
   void start();
   // The two halves of start(), so that a caller starting several threads can overlap their
   // start-up latencies: launch() returns once the kernel created the thread (errors are
-  // thrown here), wait_until_running() once it has entered its loop.
+  // thrown here), wait_until_running() once it has entered its loop (at once if not started).
   void launch();
   void wait_until_running();
 
-  // Makes the loop run `work` once more (coalesces with pending wake-ups). Any thread.
+  // Makes the loop run `work` once more (coalesces with pending wake-ups). Does nothing
+  // before the first launch.
   void wake() noexcept;
 
   // Requests stop, wakes the thread and waits up to `timeout` for it to finish:
   // request_stop() and then join(). true if it was joined (or never started). A thread that
-  // did not finish in time is detached with the state it uses, which it owns jointly, so
-  // nothing is freed under it; the caller reports it.
+  // did not finish in time is detached with the state it uses, so nothing is freed under
+  // it; the caller reports it. The thread may be started again afterwards.
   bool stop(std::chrono::nanoseconds timeout = default_stop_timeout);
   // The two halves of stop(), so that several threads can wind down at the same time.
   void request_stop() noexcept;
   bool join(std::chrono::nanoseconds timeout = default_stop_timeout);
 
   bool started() const noexcept { return thread_.joinable(); }
-  bool stop_requested() const noexcept;
   const std::string& name() const noexcept { return name_; }
-  pid_t tid() const noexcept;              // kernel thread id once started, else 0
-  std::uint64_t wakeups() const noexcept;  // times the loop woke up (tests, diagnostics)
+  // Kernel thread id of the current launch once it runs, else 0.
+  pid_t tid() const noexcept;
 
  private:
-  struct shared_state;
+  friend class internal::service_thread_access;
+  struct launch_state;
   std::string name_;
-  std::shared_ptr<shared_state> state_;
+  work_fn work_;
+  std::shared_ptr<launch_state> state_;  // of the current or last launch; null before the first
   pal::managed_thread thread_;
 };
 

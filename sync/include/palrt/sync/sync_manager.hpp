@@ -1,10 +1,12 @@
 // The sync manager: the waitable objects and the worker thread a runtime's PAL needs.
 //
-// This issue gives it the worker's lifecycle only; waitable objects, waits, APCs, process
-// handles and the work queue arrive with the sync-manager issue (ROADMAP.md). The worker
-// starts lazily, at the first request that needs it, unless the host asks for it eagerly
-// (upstream CoreCLR is removing its eager startup sync thread: a thread nobody uses yet is
-// startup cost for nothing).
+// What it does today: its worker's lifecycle. The worker starts lazily, at the first
+// request that needs it, unless the host asks for it eagerly at bootstrap (a thread nobody
+// uses yet is startup cost for nothing; upstream CoreCLR is removing its eager startup sync
+// thread for that reason). Nothing posts work to it yet, so a wake-up finds nothing to run.
+//
+// Thread-safe: every member may be called from any thread; the lifecycle calls are
+// serialised by one lock.
 #pragma once
 
 #include <chrono>
@@ -14,27 +16,32 @@
 
 namespace palrt::sync {
 
+namespace internal {
+class sync_manager_access;
+}
+
 class sync_manager {
  public:
   sync_manager();
 
-  // Starts the worker if it is not running yet. Thread-safe. Throws
-  // pal::thread_start_error or pal::barrier_error.
+  // Starts the worker if it is not running yet and returns once it runs its loop. Throws
+  // pal::thread_start_error or pal::barrier_error, having started nothing.
   void ensure_worker_started();
   // Creates the worker without waiting for it to run (the bootstrap's eager start, which
-  // waits for all its service threads at once). Thread-safe; throws like the above.
+  // waits for all its service threads at once); throws like the above.
   void launch_worker();
-  bool worker_started() const noexcept { return worker_.started(); }
-  // Asks the worker to finish without waiting (stop() then joins it). Thread-safe.
+  // Returns once a launched worker runs its loop; at once if none was launched.
+  void wait_until_worker_running();
+  bool worker_started() const noexcept;
+  // Asks the worker to finish without waiting (stop() then joins it).
   void request_stop() noexcept;
-  // true if the worker was joined within `timeout` (or never started).
+  // true if the worker was joined within `timeout` (or never started); false if it missed
+  // the deadline and was detached (the caller reports it).
   bool stop(std::chrono::nanoseconds timeout = service_thread::default_stop_timeout);
 
-  service_thread& worker() noexcept { return worker_; }
-  const service_thread& worker() const noexcept { return worker_; }
-
  private:
-  std::mutex start_mutex_;
+  friend class internal::sync_manager_access;
+  mutable std::mutex start_mutex_;
   service_thread worker_;
 };
 

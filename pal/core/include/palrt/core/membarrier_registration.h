@@ -7,34 +7,20 @@
  * Error convention: functions return a value >= 0 on success and -errno on failure, so no
  * caller depends on errno surviving a later libc call.
  */
-#ifndef PALRT_PAL_INTERNAL_MEMBARRIER_SYSCALL_H
-#define PALRT_PAL_INTERNAL_MEMBARRIER_SYSCALL_H
+#ifndef PALRT_CORE_MEMBARRIER_REGISTRATION_H
+#define PALRT_CORE_MEMBARRIER_REGISTRATION_H
 
 #include <errno.h>
 #include <stdint.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "palrt/core/clock.h"
+#include "palrt/core/membarrier_commands.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* Command values from <linux/membarrier.h>, spelled out so palrt builds against older kernel
- * headers (GET_REGISTRATIONS arrived in 6.3) and compiles the same everywhere. */
-enum {
-  PALRT_MB_CMD_QUERY = 0,
-  PALRT_MB_CMD_GLOBAL = 1 << 0,
-  PALRT_MB_CMD_GLOBAL_EXPEDITED = 1 << 1,
-  PALRT_MB_CMD_REGISTER_GLOBAL_EXPEDITED = 1 << 2,
-  PALRT_MB_CMD_PRIVATE_EXPEDITED = 1 << 3,
-  PALRT_MB_CMD_REGISTER_PRIVATE_EXPEDITED = 1 << 4,
-  PALRT_MB_CMD_PRIVATE_EXPEDITED_SYNC_CORE = 1 << 5,
-  PALRT_MB_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE = 1 << 6,
-  PALRT_MB_CMD_PRIVATE_EXPEDITED_RSEQ = 1 << 7,
-  PALRT_MB_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ = 1 << 8,
-  PALRT_MB_CMD_GET_REGISTRATIONS = 1 << 9,
-};
 
 static inline long palrt_membarrier_call(int cmd, unsigned flags) {
 #ifdef SYS_membarrier
@@ -45,12 +31,6 @@ static inline long palrt_membarrier_call(int cmd, unsigned flags) {
   (void)flags;
   return -ENOSYS;
 #endif
-}
-
-static inline int64_t palrt_monotonic_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 /* What one registration attempt found and did. */
@@ -65,9 +45,9 @@ struct palrt_registration {
 
 /*
  * QUERY, then REGISTER_PRIVATE_EXPEDITED if the kernel offers it (with GET_REGISTRATIONS
- * first where the kernel has it, to tell a first registration from a repeated one). Registering an already
- * registered process returns at once, so calling this again is cheap and harmless.
- * Any QUERY failure counts as "unsupported": seccomp filters often deny QUERY itself.
+ * first where the kernel has it, to tell a first registration from a repeated one).
+ * Registering an already registered process returns at once, so calling this again is cheap
+ * and harmless. Any QUERY failure counts as "unsupported": seccomp filters often deny QUERY.
  */
 static inline void palrt_membarrier_register(struct palrt_registration* out) {
   out->started_ns = palrt_monotonic_ns();
@@ -90,6 +70,21 @@ static inline void palrt_membarrier_register(struct palrt_registration* out) {
     }
   }
   out->duration_ns = palrt_monotonic_ns() - out->started_ns;
+}
+
+/*
+ * Whether `reg` looks like the kernel's single-threaded fast path: a first registration
+ * (GET_REGISTRATIONS said not yet registered) that succeeded in under 200 us. With a second
+ * thread alive the kernel waits an RCU grace period (~5-16 ms here) instead of ~1 us.
+ *
+ * This is an inference from timing, never a thread count, and reports must say so: with
+ * /sys/kernel/rcu_expedited=1 the slow path is expedited and can be this fast too, and with
+ * one CPU online the kernel takes the fast path whatever the thread count. Callers that need
+ * the count read it (palrt_threads_in_process(), ~15-50 us of procfs).
+ */
+static inline int palrt_registration_looks_fast(const struct palrt_registration* reg) {
+  const int64_t fast_path_bound_ns = 200 * 1000;
+  return reg->error == 0 && reg->already_registered == 0 && reg->duration_ns < fast_path_bound_ns;
 }
 
 #ifdef __cplusplus

@@ -11,20 +11,9 @@
 #include <string_view>
 #include <vector>
 
-#include "palrt/startup/ordering.hpp"
-#include "palrt/sync/finalizer_thread.hpp"
-#include "palrt/sync/sync_manager.hpp"
+#include "palrt/startup/bootstrap.hpp"
 
-namespace palrt::startup {
-
-struct options;
-
-// The services a runtime owns; phases create and start them, later phases may use earlier
-// ones (the handle table will be created before the finalizer that sweeps it).
-struct runtime_services {
-  std::unique_ptr<sync::finalizer_thread> finalizer;
-  std::unique_ptr<sync::sync_manager> sync_manager;
-};
+namespace palrt::startup::internal {
 
 class phase {
  public:
@@ -45,4 +34,4 @@ class phase {
 // The phases for these options, in the order they run.
 std::vector<std::unique_ptr<phase>> make_phases(const options& opts);
 
-}  // namespace palrt::startup
+}  // namespace palrt::startup::internal

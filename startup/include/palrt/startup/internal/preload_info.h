@@ -7,14 +7,14 @@
 #ifndef PALRT_STARTUP_INTERNAL_PRELOAD_INFO_H
 #define PALRT_STARTUP_INTERNAL_PRELOAD_INFO_H
 
-#include "../../pal/internal/membarrier_syscall.h"
+#include "palrt/core/membarrier_registration.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 #define PALRT_PRELOAD_INFO_SYMBOL "palrt_preload_info"
-#define PALRT_PRELOAD_INFO_VERSION 1
+#define PALRT_PRELOAD_INFO_VERSION 2
 
 enum palrt_preload_state {
   PALRT_PRELOAD_NOT_RUN = 0,   /* constructor has not run and no thread was created yet */
@@ -32,9 +32,12 @@ struct palrt_preload_info {
   uint32_t version;          /* PALRT_PRELOAD_INFO_VERSION */
   int state;                 /* enum palrt_preload_state */
   int trigger;               /* enum palrt_preload_trigger */
-  /* Threads alive when the shim registered: palrt_threads_at_registration() (1 when the
-   * kernel's fast path says so, otherwise counted from /proc). */
+  /* Threads alive when the shim registered, counted from /proc right after registering; 0
+   * when not counted (the registration looked fast and nobody asked for the verbose line:
+   * the shim keeps procfs off the startup path of every preloaded program). */
   int threads_at_registration;
+  /* palrt_registration_looks_fast(): inferred from timing, never a count. */
+  int fast_path_inferred;
   struct palrt_registration registration;
 };
 
