@@ -60,11 +60,11 @@ int bootstrap_and_describe(startup::ordering order, startup::sync_worker_start w
     std::printf(" timings_ordered=%d", ordered);
     const auto& down = rt->shutdown();
     std::printf(" shutdown_clean=%d palrt_threads_after=%d pe=%d\n", down.clean(),
-                palrt::testing::palrt_threads_alive(), pal::membarrier::private_expedited().error);
+                palrt::testing::palrt_threads_alive_settled(0), pal::membarrier::private_expedited().error);
     return 0;
   } catch (const startup::startup_error& e) {
     std::printf("failed phase=%s errno=%d palrt_threads_after=%d what=%s\n", e.phase().c_str(), e.code().value(),
-                palrt::testing::palrt_threads_alive(), e.what());
+                palrt::testing::palrt_threads_alive_settled(0), e.what());
     return 3;
   }
 }
@@ -212,10 +212,10 @@ PALRT_FRESH_PROCESS(boot_twice) {
   first->shutdown();
   // Shut down, the process may bootstrap again, and the first runtime stays inert.
   auto third = startup::bootstrap();
-  std::printf("third=started palrt_threads=%d\n", palrt::testing::palrt_threads_alive());
+  std::printf("third=started palrt_threads=%d\n", palrt::testing::palrt_threads_alive_settled(1));
   third->shutdown();
   first.reset();
-  std::printf("after=%d\n", palrt::testing::palrt_threads_alive());
+  std::printf("after=%d\n", palrt::testing::palrt_threads_alive_settled(0));
   return 0;
 }
 
@@ -249,7 +249,7 @@ PALRT_FRESH_PROCESS(boot_concurrent_shutdown) {
     a.join();
     b.join();
     if (seen[0] != seen[1] || !seen[0]->clean() || seen[0]->duration_ns <= 0 ||
-        palrt::testing::palrt_threads_alive() != 0)
+        palrt::testing::palrt_threads_alive_settled(0) != 0)
       ++bad;
   }
   std::printf("rounds=%d bad=%d\n", rounds, bad);

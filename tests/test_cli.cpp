@@ -128,8 +128,8 @@ TEST_CASE("palrt-startup: under the preload shim, threads-first reports register
   CHECK(j["fast_path_inferred"].is_bool());
   CHECK(j["fast_path_inferred"].as_bool() == true);
   CHECK(j["threads_at_registration"].is_null());
-  // The bootstrap's own, late REGISTER found the process registered and returned at once.
-  CHECK(j["phases"].as_array().at(2)["duration_ns"].as_number() < 5e6);
+  // How fast the bootstrap's own late REGISTER returned is a benchmark (scripts/bench-startup.sh,
+  // the shim row), not a test: with rcu_expedited=1 it is fast without the shim too.
 }
 
 PALRT_FRESH_PROCESS(exec_startup_under_rlimit_nproc) {

@@ -171,7 +171,7 @@ TEST_CASE("sync manager: the worker starts lazily, once, and stops") {
 TEST_CASE("sync manager: threads racing to start the worker start exactly one") {
   for (int round = 0; round < 20; ++round) {
     sync::sync_manager m;
-    const int before = palrt::testing::palrt_threads_alive();
+    const int before = palrt::testing::palrt_threads_alive_settled(0);
     std::atomic<int> ready{0};
     auto racer = [&] {
       ready.fetch_add(1);
@@ -185,5 +185,6 @@ TEST_CASE("sync manager: threads racing to start the worker start exactly one") 
     c.join();
     CHECK(palrt::testing::palrt_threads_alive() == before + 1);
     CHECK(m.stop(2s));
+    palrt::testing::palrt_threads_alive_settled(before);
   }
 }

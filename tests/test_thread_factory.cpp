@@ -12,6 +12,7 @@
 #include "palrt/pal/membarrier.hpp"
 #include "palrt/pal/process_barrier.hpp"
 #include "palrt/pal/thread_factory.hpp"
+#include "palrt/pal/wake_event.hpp"
 #include "privileges.hpp"
 #include "kernel_support.hpp"
 #include "subprocess.hpp"
@@ -118,13 +119,11 @@ TEST_CASE("thread factory: threads carry their name (cut to 15 characters) and t
 }
 
 TEST_CASE("thread factory: join_for times out on a running thread and joins a finished one") {
-  std::atomic<bool> go{false};
-  auto t = pal::start_thread({"slow", 0}, [&] {
-    while (!go.load()) usleep(1000);
-  });
+  pal::wake_event go;
+  auto t = pal::start_thread({"slow", 0}, [&] { go.wait(); });
   CHECK_FALSE(t.join_for(std::chrono::milliseconds(20)));
   CHECK(t.joinable());
-  go = true;
+  go.set();
   CHECK(t.join_for(std::chrono::seconds(10)));
   CHECK_FALSE(t.joinable());
 }

@@ -2,8 +2,11 @@
 // sleeping (e.g. in FUTEX_WAIT), 'D', 'T', 'Z'... '?' when the thread is gone.
 #pragma once
 
+#include <sched.h>
+
 #include <sys/types.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -30,6 +33,19 @@ inline int palrt_threads_alive() {
     std::string name;
     std::getline(comm, name);
     n += name.rfind("palrt-", 0) == 0;
+  }
+  return n;
+}
+
+// palrt_threads_alive() once it reads `expected`, or after a bound whatever it reads then. A
+// joined thread can still be listed for a moment: pthread_join returns when the exiting
+// thread has cleared its tid, shortly before the kernel removes its /proc/self/task entry.
+inline int palrt_threads_alive_settled(int expected) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  int n = palrt_threads_alive();
+  while (n != expected && std::chrono::steady_clock::now() < until) {
+    sched_yield();
+    n = palrt_threads_alive();
   }
   return n;
 }
