@@ -3,7 +3,7 @@
 // set() wakes one waiter, or makes the next wait() return at once; wait() consumes the
 // signal, so one set() releases one wait(); set() on an event already signalled does
 // nothing (signals coalesce, as with a Win32 auto-reset event). Any number of threads may
-// wait and set.
+// wait and set. Nothing here fails: a futex wait that the kernel interrupts (EINTR) is retried.
 // An idle waiter sleeps in the kernel (FUTEX_WAIT) and costs nothing; set() on an event
 // nobody waits for is two atomic operations and no syscall.
 #pragma once

@@ -4,7 +4,7 @@
 //                     ~1 us), then start the service threads. The default; the only order
 //                     a new host should use.
 //   threads-first     start the service threads, then register: CoreCLR's order before the
-//                     fix (dotnet/runtime#106724). The kernel then waits an RCU grace period,
+//                     fix. The kernel then waits an RCU grace period,
 //                     ~16 ms on 2-core machines. For reproducing old behaviour and benchmarks.
 //   no-membarrier     never register; the process barrier falls back to mprotect or signals.
 #pragma once

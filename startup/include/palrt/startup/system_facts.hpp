@@ -9,7 +9,7 @@ namespace palrt::startup {
 
 // /sys/kernel/rcu_expedited: 0 or 1, -1 when unreadable.
 int rcu_expedited() noexcept;
-// uname -r.
+// uname -r; "unknown" when uname fails. Throws only std::bad_alloc.
 std::string kernel_release();
 
 }  // namespace palrt::startup
