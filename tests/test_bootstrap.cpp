@@ -183,15 +183,30 @@ TEST_CASE("bootstrap: a fast registration with threads alive is never reported a
     MESSAGE("skipped: /sys/kernel/rcu_expedited is not writable here (needs root)");
     return;
   }
-  // With expedited grace periods the late registration of threads-first is fast, so its
-  // duration says "fast path" while 3 threads were alive. The report must not turn that
-  // inference into a count of 1.
-  auto c = run_fresh("boot_threads_first");
-  INFO(c.out, c.err);
-  REQUIRE(c.exit_code == 0);
-  CHECK(field(c.out, "threads_at_registration") != 1);
-  if (field(c.out, "fast_path_inferred") == 0)
-    CHECK(field(c.out, "threads_at_registration") == 3 + field(c.out, "foreign"));
+  // With expedited grace periods the late registration of threads-first takes ~100-150 us,
+  // under the fast-path bound, while 3 threads were alive. The report must not turn that
+  // inference into a count of 1. Several runs, since a busy machine can push one over it.
+  int fast_looking = 0;
+  for (int run = 0; run < 5; ++run) {
+    auto c = run_fresh("boot_threads_first");
+    INFO(c.out, c.err);
+    REQUIRE(c.exit_code == 0);
+    CHECK(field(c.out, "threads_at_registration") != 1);
+    if (field(c.out, "fast_path_inferred") == 0)
+      CHECK(field(c.out, "threads_at_registration") == 3 + field(c.out, "foreign"));
+    else
+      ++fast_looking;
+  }
+  MESSAGE(fast_looking << " of 5 late registrations looked like the fast path");
+  // The same through palrt-startup's report, which is what a person reads.
+  for (int run = 0; run < 5; ++run) {
+    auto r = palrt::testing::run_process(
+        {palrt::testing::artefact("PALRT_TEST_STARTUP"), "--order", "threads-first", "--report", "json"});
+    INFO(r.out, r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK_FALSE(has(r.out, "\"threads_at_registration\":1,"));
+    CHECK((has(r.out, "\"threads_at_registration\":3,") || has(r.out, "\"threads_at_registration\":4,")));
+  }
   auto counted = run_fresh("boot_threads_first_counted");
   INFO(counted.out, counted.err);
   REQUIRE(counted.exit_code == 0);
