@@ -15,7 +15,6 @@
 // blocked is waited for until it blocks in the kernel, unblocks the signal or exits.
 #include <dirent.h>
 #include <fcntl.h>
-#include <linux/futex.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -30,6 +29,7 @@
 #include <vector>
 
 #include "internal/barrier_strategies.hpp"
+#include "internal/futex.hpp"
 
 namespace palrt::pal::internal {
 namespace {
@@ -69,16 +69,12 @@ round_state& state() {
 
 pid_t current_tid() noexcept { return static_cast<pid_t>(::syscall(SYS_gettid)); }
 
-void futex_wake(std::atomic<std::uint32_t>* word) noexcept {
-  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
-}
-
 // Claim a target for round g once, whoever gets there first (its handler or the flusher).
 void acknowledge(round_state& s, target& t, std::uint64_t g) noexcept {
   std::uint64_t expected = g;
   // acq_rel: the handler's fence (B) happens before the flusher sees pending reach 0.
   if (!t.armed.compare_exchange_strong(expected, g + 1, std::memory_order_acq_rel)) return;
-  if (s.pending.fetch_sub(1, std::memory_order_acq_rel) == 1) futex_wake(&s.pending);
+  if (s.pending.fetch_sub(1, std::memory_order_acq_rel) == 1) futex_wake(s.pending, 1);
 }
 
 void on_barrier_signal(int, siginfo_t*, void*) {
@@ -190,9 +186,8 @@ class signal_barrier final : public barrier_instance {
     for (;;) {
       std::uint32_t left = s.pending.load(std::memory_order_acquire);
       if (left == 0) return;
-      long r = ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&s.pending),
-                         FUTEX_WAIT_PRIVATE, left, &slice, nullptr, 0);
-      if (r == 0 || errno != ETIMEDOUT) continue;
+      // 0 (woken), EAGAIN (pending changed) and EINTR all mean: look again.
+      if (futex_wait(s.pending, left, futex_deadline::after(slice)) != ETIMEDOUT) continue;
       for (std::size_t i = 0; i < n; ++i) {
         target& e = t.entries[i];
         if (e.armed.load(std::memory_order_acquire) == g &&

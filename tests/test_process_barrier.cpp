@@ -18,6 +18,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,7 +36,9 @@
 #include "palrt/pal/thread_factory.hpp"
 #include "palrt/pal/thread_census.hpp"
 #include "palrt/pal/wake_event.hpp"
+#include "pal/internal/futex.hpp"
 #include "scale.hpp"
+#include "thread_state.hpp"
 #include "kernel_support.hpp"
 #include "privileges.hpp"
 #include "subprocess.hpp"
@@ -424,4 +427,45 @@ TEST_CASE("process barrier: the signal strategy does not wait forever for a thre
   release.set();
   blocker.join();
   CHECK(took < std::chrono::seconds(2));
+}
+
+namespace {
+
+pid_t gettid_now() { return static_cast<pid_t>(syscall(SYS_gettid)); }
+
+// Waits until the thread sleeps in the kernel (the call it was started to block in): only
+// the kernel can say so, hence a bounded poll of /proc. False if it never does.
+bool wait_until_asleep(pid_t tid) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (palrt::testing::thread_state(tid) != 'S') {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    sched_yield();
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("process barrier: the futex wrapper the strategies wait with returns 0 or the errno") {
+  namespace in = palrt::pal::internal;
+  std::atomic<std::uint32_t> word{1};
+  CHECK(in::futex_wait(word, 0) == EAGAIN);  // the word is not 0: no sleep at all
+  CHECK(in::futex_wait(word, 1, in::futex_deadline::after({0, 1'000'000})) == ETIMEDOUT);
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  CHECK(in::futex_wait(word, 1, in::futex_deadline::at(now)) == ETIMEDOUT);  // already past
+  CHECK(in::futex_wake(word, 1) == 0);                                       // nobody waits
+
+  std::atomic<pid_t> waiter_tid{0};
+  int result = -1;
+  std::thread waiter([&] {
+    waiter_tid.store(gettid_now(), std::memory_order_release);
+    result = in::futex_wait(word, 1);
+  });
+  spin_until([&] { return waiter_tid.load(std::memory_order_acquire) != 0; });
+  REQUIRE(wait_until_asleep(waiter_tid));
+  word.store(2);
+  CHECK(in::futex_wake(word, 1) == 1);
+  waiter.join();
+  CHECK(result == 0);
 }
