@@ -1,10 +1,11 @@
 // Strategy 3: signal every other thread and wait until each has executed a full fence in
 // its handler (musl's fallback when membarrier is missing; works on any architecture).
 //
-// Protocol, one round per flush, rounds serialised by round_mutex:
-//   flusher: fence (A); list /proc/self/task; arm one target per other thread with the
-//            round's generation g; set pending = targets; publish g; tgkill each target;
-//            wait until pending is 0; fence (A').
+// Protocol, one round per flush (see "Listing" for when there are more), rounds serialised
+// by round_mutex:
+//   flusher: fence (A); list the process's threads; arm one target per other thread with
+//            the round's generation g; set pending = targets; publish g; tgkill each target;
+//            wait until pending is 0; ... further rounds ...; fence (A').
 //   handler: read g; fence (B); find its own tid; claim its target (g -> g + 1) and
 //            decrement pending, waking the flusher when it reaches 0.
 // A target that never acknowledges is not waited for forever when it needs no barrier:
@@ -13,10 +14,35 @@
 // exactly the argument membarrier itself relies on). The flusher claims such a flag in the
 // handler's place; the claim is a compare-exchange, so each target is counted once. A thread that runs with the signal
 // blocked is waited for until it blocks in the kernel, unblocks the signal or exits.
+//
+// Listing. The threads are read from /proc/<pid>/task, kept open, and what it lists must be
+// the ids tgkill takes, that is the ids of this process's own PID namespace:
+// - A fork()ed child inherits the descriptor, which still lists the parent's threads (or
+//   nothing, once the parent is gone): the flusher reopens it whenever getpid() differs from
+//   the pid it was opened for. getpid() is a syscall the flush makes anyway (tgkill's first
+//   argument), where opening the directory on every flush would cost ~3 us, about as much
+//   as a whole flush.
+// - A /proc mounted for an ancestor PID namespace (unshare --pid --fork without
+//   --mount-proc) lists the ancestor's ids, for which tgkill answers ESRCH. Opening checks
+//   that the directory holds the caller under the id gettid() gives and that the caller's
+//   NSpid there has a single level; make_signal_barrier() refuses otherwise (ESRCH). A flush
+//   whose listing lacks its caller checks the same way: if the directory still holds the
+//   caller, an exiting thread cut the listing short (below) and it lists again; if not, it
+//   aborts rather than return with no barrier done.
+// - A listing is not a snapshot: the kernel's walk of the thread list stops at a thread that
+//   exited while it was being listed, so such a thread can hide the ones after it. A listed
+//   thread that has exited answers tgkill with ESRCH; it counts as acknowledged only once it
+//   is gone from the directory too, and after such a round the flusher lists again and runs
+//   another round for the threads no round of this flush has covered yet. (A thread that
+//   exits in the instant between the walk reaching it and its entry being written cuts the
+//   listing short without that trace; that window is not covered.)
+// - tgkill fails with EAGAIN when the user's queue of pending signals is full
+//   (RLIMIT_SIGPENDING; the barrier signal is a real-time one, so it is queued): no signal
+//   was sent, so the target is sent it again while the flusher waits.
 #include <dirent.h>
 #include <fcntl.h>
-#include <linux/futex.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -27,9 +53,11 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "palrt/pal/internal/barrier_strategies.hpp"
+#include "palrt/pal/internal/futex.hpp"
 
 namespace palrt::pal::internal {
 namespace {
@@ -51,9 +79,20 @@ struct target_table {
   std::unique_ptr<target[]> entries;
 };
 
+// getdents64 buffer: ~1000 threads per call. Fewer calls mean fewer chances for an exiting
+// thread to shift the position the next call resumes from.
+constexpr std::size_t dirents_size = 32 * 1024;
+
 struct round_state {
   std::mutex round_mutex;
-  int task_dir = -1;  // /proc/self/task, opened once
+  // This process's /proc/<pid>/task (see "Listing"), the getpid() it was opened for, and its
+  // identity, by which a fork()ed child tells that the descriptor number it inherited still
+  // holds that directory before closing it (the host may have closed and reused the number).
+  int task_dir = -1;
+  pid_t task_dir_pid = 0;
+  dev_t task_dir_dev = 0;
+  ino_t task_dir_ino = 0;
+  std::unique_ptr<char[]> dirents;
   std::vector<std::unique_ptr<target_table>> tables;  // every table ever made (see above)
   std::atomic<target_table*> table{nullptr};
   std::atomic<std::uint64_t> generation{0};           // odd while a round runs
@@ -69,16 +108,12 @@ round_state& state() {
 
 pid_t current_tid() noexcept { return static_cast<pid_t>(::syscall(SYS_gettid)); }
 
-void futex_wake(std::atomic<std::uint32_t>* word) noexcept {
-  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
-}
-
 // Claim a target for round g once, whoever gets there first (its handler or the flusher).
 void acknowledge(round_state& s, target& t, std::uint64_t g) noexcept {
   std::uint64_t expected = g;
   // acq_rel: the handler's fence (B) happens before the flusher sees pending reach 0.
   if (!t.armed.compare_exchange_strong(expected, g + 1, std::memory_order_acq_rel)) return;
-  if (s.pending.fetch_sub(1, std::memory_order_acq_rel) == 1) futex_wake(&s.pending);
+  if (s.pending.fetch_sub(1, std::memory_order_acq_rel) == 1) futex_wake(s.pending, 1);
 }
 
 void on_barrier_signal(int, siginfo_t*, void*) {
@@ -102,13 +137,97 @@ void on_barrier_signal(int, siginfo_t*, void*) {
   errno = saved_errno;
 }
 
-// Fills `out` with the tids of this process's threads. Returns 0 or an errno.
-int list_threads(int dir_fd, std::vector<pid_t>& out) {
+// Whether the task directory holds the calling thread under `self`, its id in this
+// process's PID namespace, and nothing shows it to be another namespace's /proc whose ids
+// merely coincide: the thread's NSpid there lists one id per namespace level from /proc's
+// down to the thread's own, so a single id means /proc is this namespace's. 0, or an errno
+// with *why saying what is wrong.
+int check_lists_caller(int dir_fd, pid_t self, const char** why) {
+  char name[32];
+  std::snprintf(name, sizeof name, "%d/status", static_cast<int>(self));
+  int fd = ::openat(dir_fd, name, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno != ENOENT) {
+      *why = "open /proc/self/task/<tid>/status";
+      return errno;
+    }
+    *why =
+        "/proc/self/task does not list the calling thread under its thread id: /proc belongs to another PID "
+        "namespace (mount this namespace's own, e.g. unshare --pid --fork --mount-proc)";
+    return ESRCH;
+  }
+  char buf[4096];
+  std::size_t len = 0;
+  for (ssize_t n; len < sizeof buf - 1 && (n = ::read(fd, buf + len, sizeof buf - 1 - len)) != 0;) {
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      *why = "read /proc/self/task/<tid>/status";
+      return err;
+    }
+    len += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  buf[len] = '\0';
+  // No NSpid line: a kernel without PID namespaces, where ids cannot differ.
+  const char* line = std::strstr(buf, "\nNSpid:");
+  if (!line) return 0;
+  int ids = 0;
+  for (const char* p = line + 7; *p && *p != '\n';) {
+    if (*p >= '0' && *p <= '9') {
+      ++ids;
+      while (*p >= '0' && *p <= '9') ++p;
+    } else {
+      ++p;
+    }
+  }
+  if (ids > 1) {
+    *why =
+        "/proc belongs to an ancestor PID namespace: it lists thread ids that tgkill does not take in this one "
+        "(mount this namespace's own, e.g. unshare --pid --fork --mount-proc)";
+    return ESRCH;
+  }
+  return 0;
+}
+
+// Opens the calling process's task directory and checks it (above); on success it replaces
+// the one held, which a fork()ed child inherited from its parent. 0, or an errno and *why.
+int open_task_dir(round_state& s, pid_t pid, pid_t self, const char** why) {
+  int fd = ::open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    *why = "open /proc/self/task";
+    return errno;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    *why = "fstat /proc/self/task";
+    return err;
+  }
+  if (int err = check_lists_caller(fd, self, why)) {
+    ::close(fd);
+    return err;
+  }
+  struct stat old {};
+  if (s.task_dir >= 0 && ::fstat(s.task_dir, &old) == 0 && old.st_dev == s.task_dir_dev &&
+      old.st_ino == s.task_dir_ino)
+    ::close(s.task_dir);
+  s.task_dir = fd;
+  s.task_dir_pid = pid;
+  s.task_dir_dev = st.st_dev;
+  s.task_dir_ino = st.st_ino;
+  return 0;
+}
+
+// Fills `out` with the tids the task directory lists. Returns 0 or an errno.
+int list_threads(round_state& s, std::vector<pid_t>& out) {
   out.clear();
-  if (::lseek(dir_fd, 0, SEEK_SET) < 0) return errno;
-  alignas(dirent64) char buf[4096];
+  if (::lseek(s.task_dir, 0, SEEK_SET) < 0) return errno;
+  char* buf = s.dirents.get();
   for (;;) {
-    ssize_t n = ::getdents64(dir_fd, buf, sizeof buf);
+    ssize_t n = ::getdents64(s.task_dir, buf, dirents_size);
     if (n < 0) return errno;
     if (n == 0) return 0;
     for (ssize_t off = 0; off < n;) {
@@ -123,11 +242,12 @@ int list_threads(int dir_fd, std::vector<pid_t>& out) {
   }
 }
 
-// True when the thread is not on a CPU right now: sleeping (S, D, I), stopped or a zombie.
-bool thread_not_running(pid_t tid) {
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/self/task/%d/stat", static_cast<int>(tid));
-  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+// True when the thread is not on a CPU right now: sleeping (S, D, I), stopped, a zombie, or
+// gone from the task directory.
+bool thread_not_running(int dir_fd, pid_t tid) {
+  char name[32];
+  std::snprintf(name, sizeof name, "%d/stat", static_cast<int>(tid));
+  int fd = ::openat(dir_fd, name, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return errno == ENOENT;  // gone
   char buf[512];
   ssize_t n = ::read(fd, buf, sizeof buf - 1);
@@ -139,6 +259,21 @@ bool thread_not_running(pid_t tid) {
   return close_paren[2] != 'R';
 }
 
+// After tgkill said ESRCH: whether the task directory agrees the thread is gone. It may not,
+// for an id that is not this namespace's; then the thread is left to the wait below.
+bool thread_gone(int dir_fd, pid_t tid) {
+  char name[16];
+  std::snprintf(name, sizeof name, "%d", static_cast<int>(tid));
+  struct stat st {};
+  return ::fstatat(dir_fd, name, &st, 0) != 0 && errno == ENOENT;
+}
+
+// A flush that cannot reach every thread must not return as if it had: it aborts, saying why.
+[[noreturn]] void flush_impossible(const char* why, int err) noexcept {
+  std::fprintf(stderr, "palrt: signal process barrier: %s\n", why);
+  barrier_failed("signal", err);
+}
+
 class signal_barrier final : public barrier_instance {
  public:
   barrier_strategy strategy() const noexcept override { return barrier_strategy::signal; }
@@ -148,62 +283,114 @@ class signal_barrier final : public barrier_instance {
     std::lock_guard lock(s.round_mutex);
     // (A) order the caller's earlier accesses before the round; pairs with the handlers' (B).
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (int err = list_threads(s.task_dir, tids_)) barrier_failed("signal", err);
-    target_table* t = s.table.load(std::memory_order_relaxed);
-    if (!t || t->capacity < tids_.size()) {
-      s.tables.push_back(std::make_unique<target_table>(tids_.size() * 2 + 8));
-      t = s.tables.back().get();
-      s.table.store(t, std::memory_order_release);
-    }
-    const std::uint64_t g = s.generation.load(std::memory_order_relaxed) + 1;  // odd
-    const pid_t self = current_tid();
-    std::size_t n = 0;
-    for (pid_t tid : tids_) {
-      if (tid == self) continue;
-      t->entries[n].tid.store(tid, std::memory_order_relaxed);
-      t->entries[n].armed.store(g, std::memory_order_relaxed);
-      ++n;
-    }
-    if (n == 0) return;
-    s.pending.store(static_cast<std::uint32_t>(n), std::memory_order_relaxed);
-    t->count.store(n, std::memory_order_relaxed);
-    // release: a handler that reads g sees the armed table and pending above.
-    s.generation.store(g, std::memory_order_release);
-
     const pid_t pid = ::getpid();
-    for (std::size_t i = 0; i < n; ++i)
-      if (::syscall(SYS_tgkill, pid, t->entries[i].tid.load(std::memory_order_relaxed),
-                    barrier_signal_number()) != 0)
-        acknowledge(s, t->entries[i], g);  // ESRCH: exited after the listing, needs no barrier
-
-    wait_for_acknowledgements(s, *t, n, g);
-    s.generation.store(g + 1, std::memory_order_release);
+    const pid_t self = current_tid();
+    const char* why = "";
+    if (pid != s.task_dir_pid)  // a fork()ed child, holding its parent's directory
+      if (int err = open_task_dir(s, pid, self, &why)) flush_impossible(why, err);
+    list_own_threads(s, self);
+    covered_.clear();
+    for (;;) {
+      targets_.clear();
+      for (pid_t tid : tids_)
+        if (tid != self && !std::binary_search(covered_.begin(), covered_.end(), tid)) targets_.push_back(tid);
+      if (targets_.empty()) break;
+      if (!run_round(s, pid)) break;
+      // The listing may have stopped at the thread that exited: list again, and cover the
+      // threads no round has (a thread started since needs no barrier, but is harmless).
+      covered_.insert(covered_.end(), targets_.begin(), targets_.end());
+      std::sort(covered_.begin(), covered_.end());
+      list_own_threads(s, self);
+    }
     // (A') the handlers' fences (B) happen before the caller's later accesses.
     std::atomic_thread_fence(std::memory_order_seq_cst);
   }
 
  private:
-  static void wait_for_acknowledgements(round_state& s, target_table& t, std::size_t n, std::uint64_t g) {
+  // Lists the threads into tids_, which must include the caller's own id: a listing without
+  // it was either cut short by a thread exiting (list again) or is not this namespace's
+  // (then no signal can reach the others: abort).
+  void list_own_threads(round_state& s, pid_t self) {
+    for (;;) {
+      if (int err = list_threads(s, tids_)) barrier_failed("signal", err);
+      if (std::find(tids_.begin(), tids_.end(), self) != tids_.end()) return;
+      const char* why = "";
+      if (int err = check_lists_caller(s.task_dir, self, &why)) flush_impossible(why, err);
+    }
+  }
+
+  // One round over targets_. Returns whether a target answered ESRCH (it exited, so the
+  // listing may have missed threads after it).
+  bool run_round(round_state& s, pid_t pid) {
+    target_table* t = s.table.load(std::memory_order_relaxed);
+    if (!t || t->capacity < targets_.size()) {
+      s.tables.push_back(std::make_unique<target_table>(targets_.size() * 2 + 8));
+      t = s.tables.back().get();
+      s.table.store(t, std::memory_order_release);
+    }
+    const std::uint64_t g = s.generation.load(std::memory_order_relaxed) + 1;  // odd
+    const std::size_t n = targets_.size();
+    for (std::size_t i = 0; i < n; ++i) {
+      t->entries[i].tid.store(targets_[i], std::memory_order_relaxed);
+      t->entries[i].armed.store(g, std::memory_order_relaxed);
+    }
+    s.pending.store(static_cast<std::uint32_t>(n), std::memory_order_relaxed);
+    t->count.store(n, std::memory_order_relaxed);
+    // release: a handler that reads g sees the armed table and pending above.
+    s.generation.store(g, std::memory_order_release);
+
+    unsent_.assign(n, 0);
+    someone_exited_ = false;
+    for (std::size_t i = 0; i < n; ++i) unsent_[i] = !send(s, pid, *t, i, g);
+
+    wait_for_acknowledgements(s, pid, *t, n, g);
+    s.generation.store(g + 1, std::memory_order_release);
+    return someone_exited_;
+  }
+
+  // tgkill to target i; false when it must be sent again. ESRCH notes that a thread exited
+  // and acknowledges it once the task directory confirms it is gone; EAGAIN (no room to
+  // queue the signal) leaves it to be sent again; anything else means no thread can be
+  // signalled, and aborts.
+  bool send(round_state& s, pid_t pid, target_table& t, std::size_t i, std::uint64_t g) {
+    target& e = t.entries[i];
+    const pid_t tid = e.tid.load(std::memory_order_relaxed);
+    if (::syscall(SYS_tgkill, pid, tid, barrier_signal_number()) == 0) return true;
+    const int err = errno;
+    if (err == EAGAIN) return false;
+    if (err != ESRCH) barrier_failed("signal", err);
+    someone_exited_ = true;
+    if (thread_gone(s.task_dir, tid)) acknowledge(s, e, g);
+    return true;
+  }
+
+  void wait_for_acknowledgements(round_state& s, pid_t pid, target_table& t, std::size_t n, std::uint64_t g) {
     // Handlers normally answer within microseconds; past that, look for targets that need
-    // no barrier (exited, or not running) instead of waiting on them.
+    // no barrier (exited, or not running) instead of waiting on them, and send again what
+    // could not be sent.
     timespec slice{0, 200'000};
     for (;;) {
       std::uint32_t left = s.pending.load(std::memory_order_acquire);
       if (left == 0) return;
-      long r = ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&s.pending),
-                         FUTEX_WAIT_PRIVATE, left, &slice, nullptr, 0);
-      if (r == 0 || errno != ETIMEDOUT) continue;
+      // 0 (woken), EAGAIN (pending changed) and EINTR all mean: look again.
+      if (futex_wait(s.pending, left, futex_deadline::after(slice)) != ETIMEDOUT) continue;
       for (std::size_t i = 0; i < n; ++i) {
         target& e = t.entries[i];
-        if (e.armed.load(std::memory_order_acquire) == g &&
-            thread_not_running(e.tid.load(std::memory_order_relaxed)))
-          acknowledge(s, e, g);
+        // acquire: a target found claimed had its fence (B) done before the claim.
+        if (e.armed.load(std::memory_order_acquire) != g) continue;
+        if (unsent_[i]) unsent_[i] = !send(s, pid, t, i, g);
+        if (thread_not_running(s.task_dir, e.tid.load(std::memory_order_relaxed))) acknowledge(s, e, g);
       }
       if (slice.tv_nsec < 50'000'000) slice.tv_nsec *= 2;
     }
   }
 
-  std::vector<pid_t> tids_;  // scratch, reused across flushes (guarded by round_mutex)
+  // Scratch, reused across flushes (guarded by round_mutex).
+  std::vector<pid_t> tids_;     // the latest listing
+  std::vector<pid_t> targets_;  // this round's targets
+  std::vector<pid_t> covered_;  // sorted: the targets of this flush's earlier rounds
+  std::vector<char> unsent_;    // per target of this round: tgkill found the queue full
+  bool someone_exited_ = false;  // this round: a target answered ESRCH
 };
 
 }  // namespace
@@ -211,29 +398,39 @@ class signal_barrier final : public barrier_instance {
 std::unique_ptr<barrier_instance> make_signal_barrier() {
   round_state& s = state();
   std::lock_guard lock(s.round_mutex);
-  if (!s.installed) {
-    const int sig = barrier_signal_number();
-    struct sigaction old {};
+  const int sig = barrier_signal_number();
+  struct sigaction old {};
+  const bool install = !s.installed;
+  if (install) {
     if (::sigaction(sig, nullptr, &old) != 0)
       throw barrier_error(errno, std::generic_category(), "signal barrier: sigaction");
     if ((old.sa_flags & SA_SIGINFO) ? old.sa_sigaction != nullptr
                                     : (old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN))
       throw barrier_error(EBUSY, std::generic_category(),
                           "signal barrier: the host already handles SIGRTMAX-1");
+    if (!s.dirents) s.dirents = std::make_unique<char[]>(dirents_size);
     struct sigaction sa {};
     sa.sa_sigaction = &on_barrier_signal;
+    // SA_RESTART: a host thread blocked in a restartable call (read, write, wait, recv
+    // without a timeout, futex waits without a timeout...) goes back to it after the handler
+    // instead of failing with EINTR. The calls signal(7) lists as never restarted still fail
+    // with EINTR on every flush; process_barrier.hpp lists them for hosts.
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigemptyset(&sa.sa_mask);
     if (::sigaction(sig, &sa, nullptr) != 0)
       throw barrier_error(errno, std::generic_category(), "signal barrier: sigaction");
-    s.task_dir = ::open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (s.task_dir < 0) {
-      int err = errno;
-      ::sigaction(sig, &old, nullptr);
-      throw barrier_error(err, std::generic_category(), "signal barrier: open /proc/self/task");
-    }
-    s.installed = true;
   }
+  // On every call, not only the first: a fork()ed child making an instance of its own
+  // reopens here, and is refused here rather than at its first flush.
+  const pid_t pid = ::getpid();
+  if (pid != s.task_dir_pid) {
+    const char* why = "";
+    if (int err = open_task_dir(s, pid, current_tid(), &why)) {
+      if (install) ::sigaction(sig, &old, nullptr);
+      throw barrier_error(err, std::generic_category(), std::string("signal barrier: ") + why);
+    }
+  }
+  s.installed = true;
   return std::make_unique<signal_barrier>();
 }
 

@@ -1,22 +1,20 @@
 #include "palrt/pal/wake_event.hpp"
 
-#include <linux/futex.h>
 #include <sched.h>
-#include <sys/syscall.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <optional>
+
+#include "palrt/pal/internal/futex.hpp"
 
 namespace palrt::pal {
 namespace {
 
-long futex(std::atomic<std::uint32_t>* word, int op, std::uint32_t value, const timespec* timeout) {
-  static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t));
-  return ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), op | FUTEX_PRIVATE_FLAG,
-                   value, timeout, nullptr, 0);
-}
+using internal::futex_deadline;
+using internal::futex_wait;
+using internal::futex_wake;
 
 timespec deadline_after(std::chrono::nanoseconds timeout) {
   timespec now;
@@ -35,7 +33,7 @@ timespec deadline_after(std::chrono::nanoseconds timeout) {
 
 void wake_event::set() noexcept {
   state_.store(signalled, std::memory_order_seq_cst);
-  if (waiters_.load(std::memory_order_seq_cst) != 0) futex(&state_, FUTEX_WAKE, 1, nullptr);
+  if (waiters_.load(std::memory_order_seq_cst) != 0) futex_wake(state_, 1);
 }
 
 bool wake_event::try_wait() noexcept {
@@ -67,11 +65,12 @@ bool wake_event::wait_for(std::chrono::nanoseconds timeout, std::chrono::nanosec
       consumed = true;
       break;
     }
-    // FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC deadline; it returns at once if
-    // the word is no longer `clear` (a set() raced us). EINTR and spurious wake-ups loop.
-    long r = ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&state_), FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG,
-                       clear, forever ? nullptr : &deadline, nullptr, FUTEX_BITSET_MATCH_ANY);
-    if (r != 0 && errno == ETIMEDOUT) {
+    // An absolute deadline, so that the loop does not stretch the timeout; the wait returns
+    // at once if the word is no longer `clear` (a set() raced us). EINTR and spurious
+    // wake-ups loop.
+    const int err = futex_wait(state_, clear,
+                               forever ? std::nullopt : std::optional(futex_deadline::at(deadline)));
+    if (err == ETIMEDOUT) {
       consumed = try_wait();  // a set() that landed at the deadline still counts
       break;
     }

@@ -20,6 +20,33 @@
 //               signal (see below).
 // PALRT_BARRIER=membarrier|mprotect|signal forces one (read once, not under AT_SECURE).
 //
+// What the signal strategy means for the host's threads:
+// - Every flush runs a handler in every other thread. It is installed with SA_RESTART, so a
+//   thread blocked in a call the kernel restarts (read and write on pipes, sockets and
+//   terminals; wait and waitpid; accept, connect, recv and send on sockets without a
+//   timeout; flock and F_SETLKW; futex waits without a timeout, sem_wait, pthread mutexes
+//   and condition variables, std::mutex and std::condition_variable, timed waits included)
+//   goes back to it unaware. signal(7) lists the calls that are never restarted, whatever
+//   SA_RESTART says: a flush that finds a thread blocked in one makes it fail with EINTR,
+//   so a thread using them must retry on EINTR:
+//     poll, ppoll, select, pselect, epoll_wait, epoll_pwait;
+//     nanosleep, clock_nanosleep, usleep, and sleep, which returns the seconds left
+//     (std::this_thread::sleep_for retries by itself);
+//     futex waits with a timeout (FUTEX_WAIT, FUTEX_WAIT_BITSET), sem_timedwait;
+//     sigtimedwait, sigwaitinfo, sigsuspend, pause;
+//     io_getevents; System V msgrcv, msgsnd, semop, semtimedop;
+//     socket calls on a socket with SO_RCVTIMEO or SO_SNDTIMEO set (accept, recv,
+//     recvfrom, recvmsg, recvmmsg; connect, send, sendto, sendmsg);
+//     read on an inotify descriptor before Linux 3.8.
+// - fork(): a child's flushes reach the child's own threads.
+// - PID namespaces: threads are found in /proc, which must be the process's own PID
+//   namespace's. Where it is not (`unshare --pid --fork` without --mount-proc, a container
+//   sharing the host's /proc), initialisation refuses the strategy (barrier_error, ESRCH),
+//   and a child fork()ed into such a namespace after initialisation aborts at its first
+//   flush with a message rather than return without a barrier.
+// - The signal is a real-time one, so each is queued: while the user's queue is full
+//   (RLIMIT_SIGPENDING), a flush waits for room for the threads it could not signal.
+//
 // Initialisation depends on nothing else in palrt being initialised, and runs on first use
 // if nobody called initialize_process_barrier() first.
 //
