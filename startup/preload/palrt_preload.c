@@ -14,7 +14,10 @@
  * How. An ELF constructor registers while the process still has one thread. A constructor of
  * another library can run before ours and start a thread, so pthread_create is interposed
  * too: whichever comes first registers, exactly once, and publishes a record
- * (startup/internal/preload_info.h) a palrt host can report on.
+ * (startup/internal/preload_info.h) a palrt host can report on. The interposer hands every
+ * call on to the next pthread_create in library order, so it shares the function with the
+ * other interposers a program may carry (sanitizer runtimes, profilers, tracers), listed
+ * before or after the shim.
  *
  * Constraints that shape the code. It is loaded into every process of a preloaded tree
  * (set-id ones too, when installed system-wide) and into programs that care about every
@@ -27,6 +30,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <gnu/lib-names.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -199,18 +203,64 @@ __attribute__((constructor)) static void palrt_preload_constructor(void) {
   ensure_registered(PALRT_PRELOAD_BY_CONSTRUCTOR);
 }
 
-/* Resolved on first use rather than in the constructor: an earlier library's constructor may
- * call pthread_create before ours has run. GLIBC_2.34 is the version programs link against
- * today (pthread moved into libc); the plain lookup covers libcs without that version. */
+/* This object's own pthread_create, through a hidden alias (defined after the function):
+ * a plain &pthread_create would go through the GOT and could name another object's. */
+extern __typeof__(pthread_create) palrt_preload_own_pthread_create
+    __attribute__((visibility("hidden")));
+
+/* libc's own pthread_create, found through libc's handle rather than the global lookup
+ * order; libpthread for the libcs from before 2.34 that kept it there. */
+static void* libc_pthread_create(void) {
+  static const char* const libs[] = {LIBC_SO, LIBPTHREAD_SO};
+  for (size_t i = 0; i < sizeof libs / sizeof libs[0]; ++i) {
+    void* lib = dlopen(libs[i], RTLD_LAZY | RTLD_NOLOAD);
+    if (!lib) continue;
+    void* sym = dlsym(lib, "pthread_create");
+    dlclose(lib); /* drops only the reference RTLD_NOLOAD took; libc stays loaded */
+    if (sym) return sym;
+  }
+  return NULL;
+}
+
+/* The pthread_create the program would have called without the shim: the next definition in
+ * lookup order after this object, which is what plain dlsym(RTLD_NEXT) returns. That may be
+ * another interposer (a sanitizer's runtime, a profiler, a tracer: they define
+ * pthread_create unversioned and pass the call on the same way) or libc. A versioned lookup
+ * (dlvsym) would be wrong here: it only accepts definitions carrying that version, so it
+ * would jump over every such interposer to libc, and the threads they never saw would crash
+ * a sanitizer or go missing from a profile.
+ *
+ * Versions. The program reaches this unversioned definition through its versioned reference
+ * (pthread_create@GLIBC_2.34, or @GLIBC_2.2.5 from binaries linked before 2.34): the loader
+ * lets an unversioned definition satisfy any version. Which version the caller asked for is
+ * not visible here, so when the next definition is libc's, the call goes to libc's default
+ * version, as it does from every unversioned interposer, sanitizers included. Nothing is
+ * lost: the older versions name the same function as the default (on x86_64 both are at one
+ * address), except GLIBC_2.0 on the oldest 32-bit ports such as i386, which only binaries
+ * linked against glibc 2.0 (1997) reference.
+ *
+ * Never ourselves. The real dlsym reads RTLD_NEXT relative to its immediate caller, so a
+ * library preloaded ahead of the shim that wraps dlsym (some graphics layers and tracers
+ * do) turns our question into "the pthread_create after that library", and the answer is
+ * this very function: calling it would loop forever. Then, and if nothing is found at all,
+ * the call goes to libc's own pthread_create; an interposer after the shim is missed in that
+ * one arrangement, which beats hanging every thread start.
+ *
+ * Resolved on first use rather than in the constructor: an earlier library's constructor may
+ * call pthread_create before ours has run. Two racing first callers resolve the same
+ * address, so either store is right. memcpy because ISO C has no object-to-function pointer
+ * cast; POSIX guarantees it works. */
 static pthread_create_fn real_pthread_create(void) {
   pthread_create_fn fn = __atomic_load_n(&g_real_pthread_create, __ATOMIC_ACQUIRE);
   if (fn) return fn;
-  void* sym = dlvsym(RTLD_NEXT, "pthread_create", "GLIBC_2.34");
-  if (!sym) sym = dlsym(RTLD_NEXT, "pthread_create");
-  /* memcpy because ISO C has no object-to-function pointer cast; POSIX guarantees it works.
-   * Two racing first callers resolve the same address, so either store is right. */
+  void* sym = dlsym(RTLD_NEXT, "pthread_create");
   memcpy(&fn, &sym, sizeof fn);
-  __atomic_store_n(&g_real_pthread_create, fn, __ATOMIC_RELEASE);
+  if (!fn || fn == palrt_preload_own_pthread_create) {
+    sym = libc_pthread_create();
+    memcpy(&fn, &sym, sizeof fn);
+    if (fn == palrt_preload_own_pthread_create) fn = NULL;
+  }
+  if (fn) __atomic_store_n(&g_real_pthread_create, fn, __ATOMIC_RELEASE);
   return fn;
 }
 
@@ -224,6 +274,10 @@ PALRT_PRELOAD_EXPORT int pthread_create(pthread_t* restrict thread,
   if (!fn) return EAGAIN;
   return fn(thread, attr, start, arg);
 }
+
+/* nothrow as <pthread.h> declares pthread_create, which an alias must not promise less than. */
+__typeof__(pthread_create) palrt_preload_own_pthread_create
+    __attribute__((alias("pthread_create"), nothrow));
 
 PALRT_PRELOAD_EXPORT const struct palrt_preload_info* palrt_preload_info(void) {
   return __atomic_load_n(&g_phase, __ATOMIC_ACQUIRE) == PHASE_DONE ? &g_info : &k_not_run;
