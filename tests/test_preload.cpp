@@ -451,19 +451,115 @@ TEST_CASE("a SIGPIPE from the verbose line does not kill the program") {
   CHECK(r.out == "status=3\nhi\n");
 }
 
-TEST_CASE("PALRT_PRELOAD=0 turns the shim off, silently") {
-  const std::string shim = artefact("PALRT_TEST_SHIM");
-  process_result r =
-      run_process({"/bin/sh", "-c", "echo hi; exit 3"},
-                  clean_env({preload_var(shim), "PALRT_PRELOAD=0", "PALRT_PRELOAD_VERBOSE=1"}));
-  CHECK(r.out == "hi\n");
-  CHECK(r.err == "");
-  CHECK(r.exit_code == 3);
+namespace {
 
-  auto s = membarrier_state({preload_var(shim), "PALRT_PRELOAD=0", "PALRT_PRELOAD_VERBOSE=1"});
-  CHECK(s.at("preload") == "present");
-  CHECK(field(s, "preload_state") == PALRT_PRELOAD_DISABLED);
-  check_not_registered(s);
+// The shim's settings as the shim documents them: 1/true/yes/on and 0/false/no/off in any
+// case; empty is the same as unset; anything else is the setting's default.
+struct setting_case {
+  std::optional<std::string> value;  // nullopt: the variable is not set at all
+  enum { unset, on, off, not_understood } meaning;
+};
+
+std::vector<setting_case> setting_cases() {
+  std::vector<setting_case> cases{{std::nullopt, setting_case::unset}, {"", setting_case::unset}};
+  for (const char* v : {"1", "true", "TRUE", "Yes", "on", "On"}) cases.push_back({v, setting_case::on});
+  for (const char* v : {"0", "false", "False", "NO", "off", "oFF"}) cases.push_back({v, setting_case::off});
+  for (const char* v : {"2", "-1", "y", "enable", "disabled", " 1", "0 ", "yes\nno", "ja"})
+    cases.push_back({v, setting_case::not_understood});
+  cases.push_back({std::string(100, 'x'), setting_case::not_understood});
+  return cases;
+}
+
+std::vector<std::string> with_setting(std::vector<std::string> env, const char* name,
+                                      const std::optional<std::string>& value) {
+  if (value) env.push_back(std::string(name) + "=" + *value);
+  return env;
+}
+
+// How the shim quotes a value it did not understand: at most 32 bytes, anything outside
+// printable ASCII as '?', "..." when cut.
+std::string shown(const std::string& value) {
+  std::string out;
+  for (char c : value.substr(0, 32)) out += c >= 0x20 && c < 0x7f ? c : '?';
+  return "\"" + out + (value.size() > 32 ? "...\"" : "\"");
+}
+
+// The one line a verbose shim prints about its registration, whatever this kernel allows.
+void check_registration_line(const std::string& line) {
+  if (kernel_support{}.private_expedited())
+    CHECK(starts_with(line, "palrt-preload: registered membarrier (private expedited) in "));
+  else
+    CHECK(starts_with(line, "palrt-preload: membarrier registration failed at "));
+  CHECK(ends_with(line, ", 1 thread, by constructor\n"));
+}
+
+}  // namespace
+
+TEST_CASE("PALRT_PRELOAD_VERBOSE: on and off values in any case; unset, empty or anything else is quiet") {
+  // Anything else is quiet because verbose is what would say so: a misspelt value must not
+  // start writing to the stderr of every program in a preloaded tree.
+  const std::string shim = artefact("PALRT_TEST_SHIM");
+  for (const auto& c : setting_cases()) {
+    CAPTURE(c.value.value_or("(unset)"));
+    process_result r = run_process({"/bin/sh", "-c", "echo hi; exit 3"},
+                                   clean_env(with_setting({preload_var(shim)}, "PALRT_PRELOAD_VERBOSE", c.value)));
+    INFO("stderr: " << r.err);
+    REQUIRE_FALSE(r.timed_out);
+    CHECK(r.out == "hi\n");
+    CHECK(r.exit_code == 3);
+    if (c.meaning == setting_case::on) {
+      CHECK(count_lines(r.err) == 1);
+      check_registration_line(r.err);
+    } else {
+      CHECK(r.err == "");
+    }
+  }
+}
+
+TEST_CASE("PALRT_PRELOAD: off values turn the shim off; unset, empty, on or anything else leave it on") {
+  const std::string shim = artefact("PALRT_TEST_SHIM");
+  const bool can_register = kernel_support{}.private_expedited();
+  for (const auto& c : setting_cases()) {
+    for (bool verbose : {false, true}) {
+      CAPTURE(c.value.value_or("(unset)"));
+      CAPTURE(verbose);
+      std::vector<std::string> env = with_setting({preload_var(shim)}, "PALRT_PRELOAD", c.value);
+      if (verbose) env.push_back("PALRT_PRELOAD_VERBOSE=1");
+
+      // The program: its output and exit status are its own; stderr has the shim's lines.
+      process_result r = run_process({"/bin/sh", "-c", "echo hi; exit 3"}, clean_env(env));
+      INFO("stderr: " << r.err);
+      REQUIRE_FALSE(r.timed_out);
+      CHECK(r.out == "hi\n");
+      CHECK(r.exit_code == 3);
+      if (!verbose) {
+        CHECK(r.err == "");
+      } else if (c.meaning == setting_case::off) {
+        CHECK(r.err == "palrt-preload: disabled by PALRT_PRELOAD=" + *c.value + "\n");
+      } else if (c.meaning == setting_case::not_understood) {
+        // One line about the value, then the usual one about the registration.
+        REQUIRE(count_lines(r.err) == 2);
+        const auto first_end = r.err.find('\n') + 1;
+        CHECK(r.err.substr(0, first_end) ==
+              "palrt-preload: PALRT_PRELOAD=" + shown(*c.value) +
+                  " not understood (expected 1/true/yes/on or 0/false/no/off), staying on\n");
+        check_registration_line(r.err.substr(first_end));
+      } else {
+        CHECK(count_lines(r.err) == 1);
+        check_registration_line(r.err);
+      }
+
+      // What the process got, from inside it.
+      auto s = membarrier_state(env);
+      CHECK(s.at("preload") == "present");
+      if (c.meaning == setting_case::off) {
+        CHECK(field(s, "preload_state") == PALRT_PRELOAD_DISABLED);
+        check_not_registered(s);
+      } else {
+        CHECK(field(s, "preload_state") == (can_register ? PALRT_PRELOAD_REGISTERED : PALRT_PRELOAD_FAILED));
+      }
+    }
+  }
 }
 
 TEST_CASE("the constructor registers the process before main") {
@@ -523,6 +619,14 @@ TEST_CASE("a thread started by an earlier constructor finds the process register
     CHECK(count_lines(r.err) == 1);
     CHECK(starts_with(r.err, "palrt-preload: registered membarrier (private expedited) in "));
     CHECK(ends_with(r.err, ", 1 thread, by pthread_create\n"));
+  }
+  SUBCASE("a verbose PALRT_PRELOAD=off says so on the pthread_create path too") {
+    process_result r = run_process(
+        {artefact("PALRT_TEST_MEMBARRIER_STATE")},
+        clean_env({preload_var(shim + " " + early), "PALRT_PRELOAD=off", "PALRT_PRELOAD_VERBOSE=on"}));
+    CHECK(r.exit_code == 0);
+    CHECK(r.err == "palrt-preload: disabled by PALRT_PRELOAD=off\n");
+    CHECK(field(parse_state(r.out), "preload_trigger") == PALRT_PRELOAD_BY_PTHREAD_CREATE);
   }
   SUBCASE("PALRT_PRELOAD=0 holds on the pthread_create path too") {
     auto s = membarrier_state({preload_var(shim + " " + early), "PALRT_PRELOAD=0"});
@@ -614,11 +718,12 @@ TEST_CASE("in secure-execution mode the shim reads no environment") {
     return std::pair{parse_state(r.out), r.err};
   };
 
-  // Control: the same run without the setgid bit honours PALRT_PRELOAD=0.
+  // Control: the same run without the setgid bit honours PALRT_PRELOAD=0 and the verbose
+  // setting, which says so.
   auto [plain, plain_err] = run_as_nobody(plain_helper);
   REQUIRE(field(plain, "at_secure") == 0);
   CHECK(field(plain, "preload_state") == PALRT_PRELOAD_DISABLED);
-  CHECK(plain_err == "");
+  CHECK(plain_err == "palrt-preload: disabled by PALRT_PRELOAD=0\n");
 
   auto [secure, secure_err] = run_as_nobody(setgid_helper);
   REQUIRE_MESSAGE(field(secure, "at_secure") == 1, "the setgid helper did not run in secure mode");
