@@ -284,7 +284,7 @@ TEST_CASE("preloaded programs print and exit exactly as without the shim") {
   }
 }
 
-TEST_CASE("another pthread_create interposer sees every thread, preloaded before or after the shim") {
+TEST_CASE("another pthread_create interposer sees every thread, before or after the shim") {
   // Sanitizers, profilers and tracers interpose pthread_create unversioned and pass the call
   // on with dlsym(RTLD_NEXT); each must see every thread whatever the order of LD_PRELOAD.
   const std::string shim = artefact("PALRT_TEST_SHIM");
@@ -302,14 +302,15 @@ TEST_CASE("another pthread_create interposer sees every thread, preloaded before
   }
 }
 
-TEST_CASE("with another interposer in the chain, the shim still registers before the first thread") {
+TEST_CASE("with another interposer in the chain, the shim registers before the first thread") {
   kernel_support kernel;
   REQUIRE(kernel.private_expedited());
   const std::string shim = artefact("PALRT_TEST_SHIM");
   const std::string other = artefact("PALRT_TEST_COUNTING_INTERPOSER");
   const std::string early = artefact("PALRT_TEST_EARLY_THREAD_LIB");
   // The early library's constructor runs first and starts a thread through the whole chain.
-  for (const std::string& preload : {shim + " " + other + " " + early, other + " " + shim + " " + early}) {
+  for (const std::string& preload :
+       {shim + " " + other + " " + early, other + " " + shim + " " + early}) {
     CAPTURE(preload);
     auto s = membarrier_state({preload_var(preload)});
     CHECK(field(s, "early_thread_ran") == 1);
@@ -318,16 +319,17 @@ TEST_CASE("with another interposer in the chain, the shim still registers before
   }
 }
 
-TEST_CASE("a shim preloaded twice passes threads on through both copies, never back to itself") {
+TEST_CASE("a shim preloaded twice passes threads on through both copies") {
   // A second copy (another file: the loader keeps it as a separate object) and the same path
-  // listed twice (one object); threads must start, and the interposer after them see each.
+  // listed twice (one object); threads must start, and the interposer among them see each.
   const std::string shim = artefact("PALRT_TEST_SHIM");
   const std::string other = artefact("PALRT_TEST_COUNTING_INTERPOSER");
   temp_dir tmp(tmp_parent());
   const std::string copy = (tmp.path / "libpalrt-preload-copy.so").string();
   std::filesystem::copy_file(shim, copy);
   for (const std::string& preload :
-       {shim + " " + copy + " " + other, shim + " " + other + " " + copy, shim + " " + shim + " " + other}) {
+       {shim + " " + copy + " " + other, shim + " " + other + " " + copy,
+        shim + " " + shim + " " + other}) {
     CAPTURE(preload);
     process_result r = run_process({artefact("PALRT_TEST_THREAD_STARTER"), "8"},
                                    clean_env({preload_var(preload), "PALRT_PRELOAD_VERBOSE=1"}));
@@ -343,8 +345,8 @@ TEST_CASE("a shim preloaded twice passes threads on through both copies, never b
 
 TEST_CASE("a dlsym wrapper ahead of the shim does not make it call itself") {
   // The wrapper makes the real dlsym read RTLD_NEXT relative to the wrapper, so the shim's
-  // "next pthread_create" comes back as the shim itself. Calling that would loop until the
-  // stack overflows; the threads must start instead.
+  // "next pthread_create" comes back as the shim itself. Calling that would never return (a
+  // tail call: it spins); the threads must start instead.
   const std::string shim = artefact("PALRT_TEST_SHIM");
   const std::string forwarder = artefact("PALRT_TEST_DLSYM_FORWARDER");
   const std::string starter = artefact("PALRT_TEST_THREAD_STARTER");
@@ -462,8 +464,10 @@ struct setting_case {
 
 std::vector<setting_case> setting_cases() {
   std::vector<setting_case> cases{{std::nullopt, setting_case::unset}, {"", setting_case::unset}};
-  for (const char* v : {"1", "true", "TRUE", "Yes", "on", "On"}) cases.push_back({v, setting_case::on});
-  for (const char* v : {"0", "false", "False", "NO", "off", "oFF"}) cases.push_back({v, setting_case::off});
+  for (const char* v : {"1", "true", "TRUE", "Yes", "on", "On"})
+    cases.push_back({v, setting_case::on});
+  for (const char* v : {"0", "false", "False", "NO", "off", "oFF"})
+    cases.push_back({v, setting_case::off});
   for (const char* v : {"2", "-1", "y", "enable", "disabled", " 1", "0 ", "yes\nno", "ja"})
     cases.push_back({v, setting_case::not_understood});
   cases.push_back({std::string(100, 'x'), setting_case::not_understood});
@@ -495,14 +499,15 @@ void check_registration_line(const std::string& line) {
 
 }  // namespace
 
-TEST_CASE("PALRT_PRELOAD_VERBOSE: on and off values in any case; unset, empty or anything else is quiet") {
+TEST_CASE("PALRT_PRELOAD_VERBOSE: on/off words in any case; unset, empty or anything else: quiet") {
   // Anything else is quiet because verbose is what would say so: a misspelt value must not
   // start writing to the stderr of every program in a preloaded tree.
   const std::string shim = artefact("PALRT_TEST_SHIM");
   for (const auto& c : setting_cases()) {
     CAPTURE(c.value.value_or("(unset)"));
-    process_result r = run_process({"/bin/sh", "-c", "echo hi; exit 3"},
-                                   clean_env(with_setting({preload_var(shim)}, "PALRT_PRELOAD_VERBOSE", c.value)));
+    process_result r =
+        run_process({"/bin/sh", "-c", "echo hi; exit 3"},
+                    clean_env(with_setting({preload_var(shim)}, "PALRT_PRELOAD_VERBOSE", c.value)));
     INFO("stderr: " << r.err);
     REQUIRE_FALSE(r.timed_out);
     CHECK(r.out == "hi\n");
@@ -516,7 +521,7 @@ TEST_CASE("PALRT_PRELOAD_VERBOSE: on and off values in any case; unset, empty or
   }
 }
 
-TEST_CASE("PALRT_PRELOAD: off values turn the shim off; unset, empty, on or anything else leave it on") {
+TEST_CASE("PALRT_PRELOAD: off words turn the shim off; unset, empty, on or anything else: on") {
   const std::string shim = artefact("PALRT_TEST_SHIM");
   const bool can_register = kernel_support{}.private_expedited();
   for (const auto& c : setting_cases()) {
@@ -556,7 +561,8 @@ TEST_CASE("PALRT_PRELOAD: off values turn the shim off; unset, empty, on or anyt
         CHECK(field(s, "preload_state") == PALRT_PRELOAD_DISABLED);
         check_not_registered(s);
       } else {
-        CHECK(field(s, "preload_state") == (can_register ? PALRT_PRELOAD_REGISTERED : PALRT_PRELOAD_FAILED));
+        CHECK(field(s, "preload_state") ==
+              (can_register ? PALRT_PRELOAD_REGISTERED : PALRT_PRELOAD_FAILED));
       }
     }
   }
@@ -621,9 +627,9 @@ TEST_CASE("a thread started by an earlier constructor finds the process register
     CHECK(ends_with(r.err, ", 1 thread, by pthread_create\n"));
   }
   SUBCASE("a verbose PALRT_PRELOAD=off says so on the pthread_create path too") {
-    process_result r = run_process(
-        {artefact("PALRT_TEST_MEMBARRIER_STATE")},
-        clean_env({preload_var(shim + " " + early), "PALRT_PRELOAD=off", "PALRT_PRELOAD_VERBOSE=on"}));
+    process_result r = run_process({artefact("PALRT_TEST_MEMBARRIER_STATE")},
+                                   clean_env({preload_var(shim + " " + early), "PALRT_PRELOAD=off",
+                                              "PALRT_PRELOAD_VERBOSE=on"}));
     CHECK(r.exit_code == 0);
     CHECK(r.err == "palrt-preload: disabled by PALRT_PRELOAD=off\n");
     CHECK(field(parse_state(r.out), "preload_trigger") == PALRT_PRELOAD_BY_PTHREAD_CREATE);

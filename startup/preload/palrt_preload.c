@@ -211,8 +211,8 @@ static void report(const struct palrt_preload_info* info) {
   const char* thread_word = threads == 1 ? "thread" : "threads";
 
   if (info->state == PALRT_PRELOAD_REGISTERED) {
-    say("palrt-preload: registered membarrier (private expedited) in %s, %d %s, by %s\n",
-        duration, threads, thread_word, by);
+    say("palrt-preload: registered membarrier (private expedited) in %s, %d %s, by %s\n", duration,
+        threads, thread_word, by);
   } else {
     int e = info->registration.error;
     const char* name = errno_name(e);
@@ -228,8 +228,8 @@ static void report(const struct palrt_preload_info* info) {
     const char* step = mask == 0                   ? "query"
                        : (mask & needed) != needed ? "query (kernel lacks the command)"
                                                    : "register";
-    say("palrt-preload: membarrier registration failed at %s: %s in %s, %d %s, by %s\n", step,
-        name, duration, threads, thread_word, by);
+    say("palrt-preload: membarrier registration failed at %s: %s in %s, %d %s, by %s\n", step, name,
+        duration, threads, thread_word, by);
   }
 }
 
