@@ -289,7 +289,9 @@ extern __typeof__(pthread_create) palrt_preload_own_pthread_create
     __attribute__((visibility("hidden")));
 
 /* libc's own pthread_create, found through libc's handle rather than the global lookup
- * order; libpthread for the libcs from before 2.34 that kept it there. */
+ * order; libpthread for the libcs from before 2.34 that kept it there. Only for the rare
+ * arrangement described at real_pthread_create(), once: dlopen of an already loaded library
+ * maps nothing but may allocate inside glibc, the one place the shim does not promise that. */
 static void* libc_pthread_create(void) {
   static const char* const libs[] = {LIBC_SO, LIBPTHREAD_SO};
   for (size_t i = 0; i < sizeof libs / sizeof libs[0]; ++i) {
