@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -152,6 +154,61 @@ std::string tmp_parent() {
   return t && *t ? t : "/tmp";
 }
 
+// What palrt-thread-starter prints for N threads: sum of i*i over 0..N-1.
+std::string started(int n) {
+  long sum = 0;
+  for (long i = 0; i < n; ++i) sum += i * i;
+  return "threads=" + std::to_string(n) + " sum=" + std::to_string(sum) + "\n";
+}
+
+// A sanitizer's report with what differs from run to run taken out: stack frames (the shim
+// adds one to a thread's creation stack, by design), the shadow-memory dump, process and
+// thread ids, and addresses. What stays says what was found, where, and by which thread.
+std::string report_lines(const std::string& err) {
+  static const std::regex frame(R"(^\s*#\d+ )");
+  static const std::regex shadow(R"(^(=>|\s+)0x[0-9a-f]+:)");
+  static const std::regex pid(R"(==\d+==)");
+  static const std::regex id(R"(\b(pid|tid)=\d+)");
+  static const std::regex hex(R"(0x[0-9a-f]+)");
+  std::string kept;
+  std::istringstream lines(err);
+  for (std::string line; std::getline(lines, line);) {
+    if (std::regex_search(line, frame) || std::regex_search(line, shadow)) continue;
+    line = std::regex_replace(line, pid, "==PID==");
+    line = std::regex_replace(line, id, "$1=N");
+    kept += std::regex_replace(line, hex, "0x?") + "\n";
+  }
+  return kept;
+}
+
+// Environment for the sanitizer programs: the sanitizers' defaults (meson test sets
+// ASAN_OPTIONS, which would turn ASan's exit status into an abort), plus `add`.
+run_options sanitizer_env(std::vector<std::string> add = {}) {
+  run_options opts = clean_env(std::move(add));
+  for (const char* name : {"ASAN_OPTIONS", "TSAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"})
+    opts.env_remove.push_back(name);
+  return opts;
+}
+
+// Runs a sanitizer-built program without and with the shim and returns both results, or
+// nothing (with the reason printed) when the sanitizer cannot run on this machine at all.
+// `shim_env` is what a user adds next to LD_PRELOAD for that sanitizer.
+std::optional<std::pair<process_result, process_result>> sanitized_runs(
+    const std::vector<std::string>& argv, std::vector<std::string> shim_env) {
+  process_result plain = run_process(argv, sanitizer_env());
+  REQUIRE_FALSE(plain.timed_out);
+  // A runtime that refuses this machine's memory layout says FATAL before main runs.
+  if (plain.exit_code != 0 && plain.out.empty() && plain.err.find("FATAL: ") != std::string::npos) {
+    MESSAGE("the sanitizer cannot run here, so its run under the shim is left untested: "
+            << plain.err.substr(0, plain.err.find('\n')));
+    return std::nullopt;
+  }
+  shim_env.push_back(preload_var(artefact("PALRT_TEST_SHIM")));
+  process_result shimmed = run_process(argv, sanitizer_env(std::move(shim_env)));
+  REQUIRE_FALSE(shimmed.timed_out);
+  return std::pair{plain, shimmed};
+}
+
 }  // namespace
 
 TEST_SUITE_BEGIN("preload");
@@ -230,6 +287,142 @@ TEST_CASE("preloaded programs print and exit exactly as without the shim") {
   }
 }
 
+TEST_CASE("another pthread_create interposer sees every thread, before or after the shim") {
+  // Sanitizers, profilers and tracers interpose pthread_create unversioned and pass the call
+  // on with dlsym(RTLD_NEXT); each must see every thread whatever the order of LD_PRELOAD.
+  const std::string shim = artefact("PALRT_TEST_SHIM");
+  const std::string other = artefact("PALRT_TEST_COUNTING_INTERPOSER");
+  const std::string starter = artefact("PALRT_TEST_THREAD_STARTER");
+  for (const std::string& preload : {other, shim + " " + other, other + " " + shim}) {
+    CAPTURE(preload);
+    process_result r = run_process({starter, "8"}, clean_env({preload_var(preload)}));
+    INFO("stderr: " << r.err);
+    REQUIRE_FALSE(r.timed_out);
+    CHECK(r.term_signal == 0);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out == started(8) + "interposer_calls=8\n");
+    CHECK(r.err == "");
+  }
+}
+
+TEST_CASE("with another interposer in the chain, the shim registers before the first thread") {
+  kernel_support kernel;
+  REQUIRE(kernel.private_expedited());
+  const std::string shim = artefact("PALRT_TEST_SHIM");
+  const std::string other = artefact("PALRT_TEST_COUNTING_INTERPOSER");
+  const std::string early = artefact("PALRT_TEST_EARLY_THREAD_LIB");
+  // The early library's constructor runs first and starts a thread through the whole chain.
+  for (const std::string& preload :
+       {shim + " " + other + " " + early, other + " " + shim + " " + early}) {
+    CAPTURE(preload);
+    auto s = membarrier_state({preload_var(preload)});
+    CHECK(field(s, "early_thread_ran") == 1);
+    CHECK(field(s, "early_thread_private_expedited") == 0);
+    check_registered(s, PALRT_PRELOAD_BY_PTHREAD_CREATE);
+  }
+}
+
+TEST_CASE("a shim preloaded twice passes threads on through both copies") {
+  // A second copy (another file: the loader keeps it as a separate object) and the same path
+  // listed twice (one object); threads must start, and the interposer among them see each.
+  const std::string shim = artefact("PALRT_TEST_SHIM");
+  const std::string other = artefact("PALRT_TEST_COUNTING_INTERPOSER");
+  temp_dir tmp(tmp_parent());
+  const std::string copy = (tmp.path / "libpalrt-preload-copy.so").string();
+  std::filesystem::copy_file(shim, copy);
+  for (const std::string& preload :
+       {shim + " " + copy + " " + other, shim + " " + other + " " + copy,
+        shim + " " + shim + " " + other}) {
+    CAPTURE(preload);
+    process_result r = run_process({artefact("PALRT_TEST_THREAD_STARTER"), "8"},
+                                   clean_env({preload_var(preload), "PALRT_PRELOAD_VERBOSE=1"}));
+    INFO("stderr: " << r.err);
+    REQUIRE_FALSE(r.timed_out);
+    CHECK(r.term_signal == 0);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out == started(8) + "interposer_calls=8\n");
+    // Each copy is its own shim with its own constructor: one line from each object.
+    CHECK(count_lines(r.err) == (preload.find(copy) != std::string::npos ? 2u : 1u));
+  }
+}
+
+TEST_CASE("a dlsym wrapper ahead of the shim does not make it call itself") {
+  // The wrapper makes the real dlsym read RTLD_NEXT relative to the wrapper, so the shim's
+  // "next pthread_create" comes back as the shim itself. Calling that would never return (a
+  // tail call: it spins); the threads must start instead.
+  const std::string shim = artefact("PALRT_TEST_SHIM");
+  const std::string forwarder = artefact("PALRT_TEST_DLSYM_FORWARDER");
+  const std::string starter = artefact("PALRT_TEST_THREAD_STARTER");
+  process_result r = run_process({starter, "8"}, clean_env({preload_var(forwarder + " " + shim)}));
+  INFO("stderr: " << r.err);
+  REQUIRE_FALSE(r.timed_out);
+  CHECK(r.term_signal == 0);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == started(8));
+  CHECK(r.err == "");
+}
+
+TEST_CASE("a ThreadSanitizer program behaves and reports the same under the shim") {
+  const std::string tsan = artefact("PALRT_TEST_THREAD_STARTER_TSAN");
+  SUBCASE("threads start and finish") {
+    auto runs = sanitized_runs({tsan, "4"}, {});
+    if (!runs) return;
+    auto& [plain, shimmed] = *runs;
+    INFO("stderr without the shim: " << plain.err << "\nstderr with it: " << shimmed.err);
+    CHECK(plain.out == started(4));
+    CHECK(plain.exit_code == 0);
+    CHECK(shimmed.out == plain.out);
+    CHECK(shimmed.err == plain.err);
+    CHECK(shimmed.exit_code == plain.exit_code);
+    CHECK(shimmed.term_signal == plain.term_signal);
+  }
+  SUBCASE("a data race in a thread is still found") {
+    auto runs = sanitized_runs({tsan, "--race"}, {});
+    if (!runs) return;
+    auto& [plain, shimmed] = *runs;
+    INFO("stderr without the shim: " << plain.err << "\nstderr with it: " << shimmed.err);
+    CHECK(plain.out == "racy=2\n");
+    CHECK(plain.exit_code == 66);  // TSan's exit status after a report
+    CHECK(plain.err.find("WARNING: ThreadSanitizer: data race") != std::string::npos);
+    CHECK(shimmed.out == plain.out);
+    CHECK(shimmed.exit_code == plain.exit_code);
+    CHECK(shimmed.term_signal == plain.term_signal);
+    CHECK(report_lines(shimmed.err) == report_lines(plain.err));
+  }
+}
+
+TEST_CASE("an AddressSanitizer program behaves and reports the same under the shim") {
+  // ASan insists on its runtime coming first in the library list; the shim listed ahead of
+  // it needs that check off, as the README says.
+  const std::string asan = artefact("PALRT_TEST_THREAD_STARTER_ASAN");
+  const std::vector<std::string> asan_env{"ASAN_OPTIONS=verify_asan_link_order=0"};
+  SUBCASE("threads start and finish") {
+    auto runs = sanitized_runs({asan, "4"}, asan_env);
+    if (!runs) return;
+    auto& [plain, shimmed] = *runs;
+    INFO("stderr without the shim: " << plain.err << "\nstderr with it: " << shimmed.err);
+    CHECK(plain.out == started(4));
+    CHECK(plain.exit_code == 0);
+    CHECK(shimmed.out == plain.out);
+    CHECK(shimmed.err == plain.err);
+    CHECK(shimmed.exit_code == plain.exit_code);
+    CHECK(shimmed.term_signal == plain.term_signal);
+  }
+  SUBCASE("a use after free in a thread is reported with the right threads") {
+    auto runs = sanitized_runs({asan, "--use-after-free"}, asan_env);
+    if (!runs) return;
+    auto& [plain, shimmed] = *runs;
+    INFO("stderr without the shim: " << plain.err << "\nstderr with it: " << shimmed.err);
+    CHECK(plain.exit_code == 1);  // ASan's exit status after a report
+    CHECK(plain.err.find("READ of size 4 at ") != std::string::npos);
+    CHECK(plain.err.find("freed by thread T1 here:") != std::string::npos);
+    CHECK(shimmed.out == plain.out);
+    CHECK(shimmed.exit_code == plain.exit_code);
+    CHECK(shimmed.term_signal == plain.term_signal);
+    CHECK(report_lines(shimmed.err) == report_lines(plain.err));
+  }
+}
+
 TEST_CASE("PALRT_PRELOAD_VERBOSE=1 prints one line to stderr and leaves stdout alone") {
   const std::string shim = artefact("PALRT_TEST_SHIM");
   const std::vector<std::string> cmd{"/bin/sh", "-c", "echo hi; exit 3"};
@@ -263,19 +456,119 @@ TEST_CASE("a SIGPIPE from the verbose line does not kill the program") {
   CHECK(r.out == "status=3\nhi\n");
 }
 
-TEST_CASE("PALRT_PRELOAD=0 turns the shim off, silently") {
-  const std::string shim = artefact("PALRT_TEST_SHIM");
-  process_result r =
-      run_process({"/bin/sh", "-c", "echo hi; exit 3"},
-                  clean_env({preload_var(shim), "PALRT_PRELOAD=0", "PALRT_PRELOAD_VERBOSE=1"}));
-  CHECK(r.out == "hi\n");
-  CHECK(r.err == "");
-  CHECK(r.exit_code == 3);
+namespace {
 
-  auto s = membarrier_state({preload_var(shim), "PALRT_PRELOAD=0", "PALRT_PRELOAD_VERBOSE=1"});
-  CHECK(s.at("preload") == "present");
-  CHECK(field(s, "preload_state") == PALRT_PRELOAD_DISABLED);
-  check_not_registered(s);
+// The shim's settings as the shim documents them: 1/true/yes/on and 0/false/no/off in any
+// case; empty is the same as unset; anything else is the setting's default.
+struct setting_case {
+  std::optional<std::string> value;  // nullopt: the variable is not set at all
+  enum { unset, on, off, not_understood } meaning;
+};
+
+std::vector<setting_case> setting_cases() {
+  std::vector<setting_case> cases{{std::nullopt, setting_case::unset}, {"", setting_case::unset}};
+  for (const char* v : {"1", "true", "TRUE", "Yes", "on", "On"})
+    cases.push_back({v, setting_case::on});
+  for (const char* v : {"0", "false", "False", "NO", "off", "oFF"})
+    cases.push_back({v, setting_case::off});
+  for (const char* v : {"2", "-1", "y", "enable", "disabled", " 1", "0 ", "yes\nno", "ja"})
+    cases.push_back({v, setting_case::not_understood});
+  cases.push_back({std::string(100, 'x'), setting_case::not_understood});
+  return cases;
+}
+
+std::vector<std::string> with_setting(std::vector<std::string> env, const char* name,
+                                      const std::optional<std::string>& value) {
+  if (value) env.push_back(std::string(name) + "=" + *value);
+  return env;
+}
+
+// How the shim quotes a value it did not understand: at most 32 bytes, anything outside
+// printable ASCII as '?', "..." when cut.
+std::string shown(const std::string& value) {
+  std::string out;
+  for (char c : value.substr(0, 32)) out += c >= 0x20 && c < 0x7f ? c : '?';
+  return "\"" + out + (value.size() > 32 ? "...\"" : "\"");
+}
+
+// The one line a verbose shim prints about its registration, whatever this kernel allows.
+void check_registration_line(const std::string& line) {
+  if (kernel_support{}.private_expedited())
+    CHECK(starts_with(line, "palrt-preload: registered membarrier (private expedited) in "));
+  else
+    CHECK(starts_with(line, "palrt-preload: membarrier registration failed at "));
+  CHECK(ends_with(line, ", 1 thread, by constructor\n"));
+}
+
+}  // namespace
+
+TEST_CASE("PALRT_PRELOAD_VERBOSE: on/off words in any case; unset, empty or anything else: quiet") {
+  // Anything else is quiet because verbose is what would say so: a misspelt value must not
+  // start writing to the stderr of every program in a preloaded tree.
+  const std::string shim = artefact("PALRT_TEST_SHIM");
+  for (const auto& c : setting_cases()) {
+    CAPTURE(c.value.value_or("(unset)"));
+    process_result r =
+        run_process({"/bin/sh", "-c", "echo hi; exit 3"},
+                    clean_env(with_setting({preload_var(shim)}, "PALRT_PRELOAD_VERBOSE", c.value)));
+    INFO("stderr: " << r.err);
+    REQUIRE_FALSE(r.timed_out);
+    CHECK(r.out == "hi\n");
+    CHECK(r.exit_code == 3);
+    if (c.meaning == setting_case::on) {
+      CHECK(count_lines(r.err) == 1);
+      check_registration_line(r.err);
+    } else {
+      CHECK(r.err == "");
+    }
+  }
+}
+
+TEST_CASE("PALRT_PRELOAD: off words turn the shim off; unset, empty, on or anything else: on") {
+  const std::string shim = artefact("PALRT_TEST_SHIM");
+  const bool can_register = kernel_support{}.private_expedited();
+  for (const auto& c : setting_cases()) {
+    for (bool verbose : {false, true}) {
+      CAPTURE(c.value.value_or("(unset)"));
+      CAPTURE(verbose);
+      std::vector<std::string> env = with_setting({preload_var(shim)}, "PALRT_PRELOAD", c.value);
+      if (verbose) env.push_back("PALRT_PRELOAD_VERBOSE=1");
+
+      // The program: its output and exit status are its own; stderr has the shim's lines.
+      process_result r = run_process({"/bin/sh", "-c", "echo hi; exit 3"}, clean_env(env));
+      INFO("stderr: " << r.err);
+      REQUIRE_FALSE(r.timed_out);
+      CHECK(r.out == "hi\n");
+      CHECK(r.exit_code == 3);
+      if (!verbose) {
+        CHECK(r.err == "");
+      } else if (c.meaning == setting_case::off) {
+        CHECK(r.err == "palrt-preload: disabled by PALRT_PRELOAD=" + *c.value + "\n");
+      } else if (c.meaning == setting_case::not_understood) {
+        // One line about the value, then the usual one about the registration.
+        REQUIRE(count_lines(r.err) == 2);
+        const auto first_end = r.err.find('\n') + 1;
+        CHECK(r.err.substr(0, first_end) ==
+              "palrt-preload: PALRT_PRELOAD=" + shown(*c.value) +
+                  " not understood (expected 1/true/yes/on or 0/false/no/off), staying on\n");
+        check_registration_line(r.err.substr(first_end));
+      } else {
+        CHECK(count_lines(r.err) == 1);
+        check_registration_line(r.err);
+      }
+
+      // What the process got, from inside it.
+      auto s = membarrier_state(env);
+      CHECK(s.at("preload") == "present");
+      if (c.meaning == setting_case::off) {
+        CHECK(field(s, "preload_state") == PALRT_PRELOAD_DISABLED);
+        check_not_registered(s);
+      } else {
+        CHECK(field(s, "preload_state") ==
+              (can_register ? PALRT_PRELOAD_REGISTERED : PALRT_PRELOAD_FAILED));
+      }
+    }
+  }
 }
 
 TEST_CASE("the constructor registers the process before main") {
@@ -335,6 +628,14 @@ TEST_CASE("a thread started by an earlier constructor finds the process register
     CHECK(count_lines(r.err) == 1);
     CHECK(starts_with(r.err, "palrt-preload: registered membarrier (private expedited) in "));
     CHECK(ends_with(r.err, ", 1 thread, by pthread_create\n"));
+  }
+  SUBCASE("a verbose PALRT_PRELOAD=off says so on the pthread_create path too") {
+    process_result r = run_process({artefact("PALRT_TEST_MEMBARRIER_STATE")},
+                                   clean_env({preload_var(shim + " " + early), "PALRT_PRELOAD=off",
+                                              "PALRT_PRELOAD_VERBOSE=on"}));
+    CHECK(r.exit_code == 0);
+    CHECK(r.err == "palrt-preload: disabled by PALRT_PRELOAD=off\n");
+    CHECK(field(parse_state(r.out), "preload_trigger") == PALRT_PRELOAD_BY_PTHREAD_CREATE);
   }
   SUBCASE("PALRT_PRELOAD=0 holds on the pthread_create path too") {
     auto s = membarrier_state({preload_var(shim + " " + early), "PALRT_PRELOAD=0"});
@@ -426,11 +727,12 @@ TEST_CASE("in secure-execution mode the shim reads no environment") {
     return std::pair{parse_state(r.out), r.err};
   };
 
-  // Control: the same run without the setgid bit honours PALRT_PRELOAD=0.
+  // Control: the same run without the setgid bit honours PALRT_PRELOAD=0 and the verbose
+  // setting, which says so.
   auto [plain, plain_err] = run_as_nobody(plain_helper);
   REQUIRE(field(plain, "at_secure") == 0);
   CHECK(field(plain, "preload_state") == PALRT_PRELOAD_DISABLED);
-  CHECK(plain_err == "");
+  CHECK(plain_err == "palrt-preload: disabled by PALRT_PRELOAD=0\n");
 
   auto [secure, secure_err] = run_as_nobody(setgid_helper);
   REQUIRE_MESSAGE(field(secure, "at_secure") == 1, "the setgid helper did not run in secure mode");

@@ -14,7 +14,10 @@
  * How. An ELF constructor registers while the process still has one thread. A constructor of
  * another library can run before ours and start a thread, so pthread_create is interposed
  * too: whichever comes first registers, exactly once, and publishes a record
- * (startup/internal/preload_info.h) a palrt host can report on.
+ * (startup/internal/preload_info.h) a palrt host can report on. The interposer hands every
+ * call on to the next pthread_create in library order, so it shares the function with the
+ * other interposers a program may carry (sanitizer runtimes, profilers, tracers), listed
+ * before or after the shim.
  *
  * Constraints that shape the code. It is loaded into every process of a preloaded tree
  * (set-id ones too, when installed system-wide) and into programs that care about every
@@ -22,13 +25,29 @@
  * when its registration already took the slow path (to count the threads that made it
  * slow), writes no files, never touches stdout or the exit status, and in secure-execution
  * mode reads no environment at all.
+ *
+ * Settings, read once, at the registration (constructor or first pthread_create), and never
+ * in secure-execution mode:
+ *   PALRT_PRELOAD          0, false, no, off: the shim registers nothing (it still passes
+ *                          pthread_create on). 1, true, yes, on, empty or unset: it registers.
+ *   PALRT_PRELOAD_VERBOSE  1, true, yes, on: one line to stderr saying what the shim did
+ *                          (registered, failed and where, or was disabled). 0, false, no,
+ *                          off, empty or unset: nothing.
+ * The words match in any ASCII case (the program's locale plays no part) and nothing else
+ * does: no surrounding spaces, no other numbers. Any other value means the default. For
+ * PALRT_PRELOAD that is "on", and a verbose shim says in a line of its own that it did not
+ * understand the value. For PALRT_PRELOAD_VERBOSE it is "off", silently: the setting in
+ * doubt is the one that would allow output, and a shim preloaded into a whole tree of
+ * programs must not start writing to their stderr over a misspelling.
  */
 #define _GNU_SOURCE
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <gnu/lib-names.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,19 +77,49 @@ static const struct palrt_preload_info k_not_run = {
 typedef int (*pthread_create_fn)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
 static pthread_create_fn g_real_pthread_create;
 
+/* The value of one setting; see the opening comment for what each word means. */
+enum setting { SETTING_UNSET, SETTING_ON, SETTING_OFF, SETTING_NOT_UNDERSTOOD };
+
+/* Whether s equals `lower` (lower-case ASCII) ignoring ASCII case. Not strcasecmp: that
+ * follows the program's locale, which may have been set by the time pthread_create runs. */
+static bool ascii_equal_nocase(const char* s, const char* lower) {
+  for (; *s != '\0' && *lower != '\0'; ++s, ++lower) {
+    char c = *s >= 'A' && *s <= 'Z' ? (char)(*s - 'A' + 'a') : *s;
+    if (c != *lower) return false;
+  }
+  return *s == '\0' && *lower == '\0';
+}
+
+static enum setting parse_setting(const char* value) {
+  static const char* const on[] = {"1", "true", "yes", "on"};
+  static const char* const off[] = {"0", "false", "no", "off"};
+  if (!value || value[0] == '\0') return SETTING_UNSET;
+  for (size_t i = 0; i < sizeof on / sizeof on[0]; ++i)
+    if (ascii_equal_nocase(value, on[i])) return SETTING_ON;
+  for (size_t i = 0; i < sizeof off / sizeof off[0]; ++i)
+    if (ascii_equal_nocase(value, off[i])) return SETTING_OFF;
+  return SETTING_NOT_UNDERSTOOD;
+}
+
 struct config {
   bool enabled;
   bool verbose;
+  /* PALRT_PRELOAD as set, for the verbose lines (NULL when unset or not read), and whether
+   * it was a value the shim does not understand. getenv's pointer, so used only within the
+   * ensure_registered() call that read it. */
+  const char* enable_value;
+  bool enable_not_understood;
 };
 
 static struct config read_config(void) {
   struct config c = {.enabled = true, .verbose = false};
   /* A setuid program must not let its caller's environment steer it: register silently. */
   if (getauxval(AT_SECURE) != 0) return c;
-  const char* enable = getenv("PALRT_PRELOAD");
-  if (enable && strcmp(enable, "0") == 0) c.enabled = false;
-  const char* verbose = getenv("PALRT_PRELOAD_VERBOSE");
-  if (verbose && verbose[0] != '\0' && strcmp(verbose, "0") != 0) c.verbose = true;
+  c.enable_value = getenv("PALRT_PRELOAD");
+  enum setting enable = parse_setting(c.enable_value);
+  c.enabled = enable != SETTING_OFF;
+  c.enable_not_understood = enable == SETTING_NOT_UNDERSTOOD;
+  c.verbose = parse_setting(getenv("PALRT_PRELOAD_VERBOSE")) == SETTING_ON;
   return c;
 }
 
@@ -116,6 +165,38 @@ static void write_stderr_line(const char* line, size_t len) {
   pthread_sigmask(SIG_SETMASK, &old_set, NULL);
 }
 
+/* One formatted line to stderr. The buffer fits every line the shim makes; should one ever
+ * be cut, it still ends the line. */
+__attribute__((format(printf, 1, 2))) static void say(const char* format, ...) {
+  char line[256];
+  va_list args;
+  va_start(args, format);
+  int len = vsnprintf(line, sizeof line, format, args);
+  va_end(args);
+  if (len <= 0) return;
+  if ((size_t)len >= sizeof line) {
+    len = (int)sizeof line - 1;
+    line[len - 1] = '\n';
+  }
+  write_stderr_line(line, (size_t)len);
+}
+
+/* The PALRT_PRELOAD value the shim did not understand, quoted so the user sees what it got:
+ * at most 32 bytes, anything but printable ASCII as '?' (it may hold a newline, and the
+ * report is one line), "..." when cut. */
+static void report_not_understood(const char* value) {
+  char shown[33];
+  size_t n = 0;
+  for (; n < sizeof shown - 1 && value[n] != '\0'; ++n) {
+    unsigned char c = (unsigned char)value[n];
+    shown[n] = c >= 0x20 && c < 0x7f ? (char)c : '?';
+  }
+  shown[n] = '\0';
+  say("palrt-preload: PALRT_PRELOAD=\"%s%s\" not understood (expected 1/true/yes/on or "
+      "0/false/no/off), staying on\n",
+      shown, value[n] != '\0' ? "..." : "");
+}
+
 static void report(const struct palrt_preload_info* info) {
   const char* by =
       info->trigger == PALRT_PRELOAD_BY_PTHREAD_CREATE ? "pthread_create" : "constructor";
@@ -129,12 +210,9 @@ static void report(const struct palrt_preload_info* info) {
   int threads = info->threads_at_registration;
   const char* thread_word = threads == 1 ? "thread" : "threads";
 
-  char line[256];
-  int len;
   if (info->state == PALRT_PRELOAD_REGISTERED) {
-    len = snprintf(line, sizeof line,
-                   "palrt-preload: registered membarrier (private expedited) in %s, %d %s, by %s\n",
-                   duration, threads, thread_word, by);
+    say("palrt-preload: registered membarrier (private expedited) in %s, %d %s, by %s\n", duration,
+        threads, thread_word, by);
   } else {
     int e = info->registration.error;
     const char* name = errno_name(e);
@@ -150,11 +228,9 @@ static void report(const struct palrt_preload_info* info) {
     const char* step = mask == 0                   ? "query"
                        : (mask & needed) != needed ? "query (kernel lacks the command)"
                                                    : "register";
-    len = snprintf(line, sizeof line,
-                   "palrt-preload: membarrier registration failed at %s: %s in %s, %d %s, by %s\n",
-                   step, name, duration, threads, thread_word, by);
+    say("palrt-preload: membarrier registration failed at %s: %s in %s, %d %s, by %s\n", step, name,
+        duration, threads, thread_word, by);
   }
-  if (len > 0) write_stderr_line(line, (size_t)len < sizeof line ? (size_t)len : sizeof line - 1);
 }
 
 /* Registers (or records that the user disabled it) the first time it is called, from the
@@ -183,7 +259,15 @@ static void ensure_registered(int trigger) {
         g_info.threads_at_registration = palrt_threads_in_process();
     }
     __atomic_store_n(&g_phase, PHASE_DONE, __ATOMIC_RELEASE);
-    if (cfg.enabled && cfg.verbose) report(&g_info);
+    if (cfg.verbose) {
+      if (!cfg.enabled) {
+        /* Only an accepted "off" word gets here, so the value is short and printable. */
+        say("palrt-preload: disabled by PALRT_PRELOAD=%s\n", cfg.enable_value);
+      } else {
+        if (cfg.enable_not_understood) report_not_understood(cfg.enable_value);
+        report(&g_info);
+      }
+    }
   } else if (expected == PHASE_BUSY) {
     /* Another thread (one that did not come from our pthread_create: raw clone, or libc's own
      * helper threads) is registering right now. Waiting for it could spin for a whole grace
@@ -202,18 +286,66 @@ __attribute__((constructor)) static void palrt_preload_constructor(void) {
   ensure_registered(PALRT_PRELOAD_BY_CONSTRUCTOR);
 }
 
-/* Resolved on first use rather than in the constructor: an earlier library's constructor may
- * call pthread_create before ours has run. GLIBC_2.34 is the version programs link against
- * today (pthread moved into libc); the plain lookup covers libcs without that version. */
+/* This object's own pthread_create, through a hidden alias (defined after the function):
+ * a plain &pthread_create would go through the GOT and could name another object's. */
+extern __typeof__(pthread_create) palrt_preload_own_pthread_create
+    __attribute__((visibility("hidden")));
+
+/* libc's own pthread_create, found through libc's handle rather than the global lookup
+ * order; libpthread for the libcs from before 2.34 that kept it there. Only for the rare
+ * arrangement described at real_pthread_create(), once: dlopen of an already loaded library
+ * maps nothing but may allocate inside glibc, the one place the shim does not promise that. */
+static void* libc_pthread_create(void) {
+  static const char* const libs[] = {LIBC_SO, LIBPTHREAD_SO};
+  for (size_t i = 0; i < sizeof libs / sizeof libs[0]; ++i) {
+    void* lib = dlopen(libs[i], RTLD_LAZY | RTLD_NOLOAD);
+    if (!lib) continue;
+    void* sym = dlsym(lib, "pthread_create");
+    dlclose(lib); /* drops only the reference RTLD_NOLOAD took; libc stays loaded */
+    if (sym) return sym;
+  }
+  return NULL;
+}
+
+/* The pthread_create the program would have called without the shim: the next definition in
+ * lookup order after this object, which is what plain dlsym(RTLD_NEXT) returns. That may be
+ * another interposer (a sanitizer's runtime, a profiler, a tracer: they define
+ * pthread_create unversioned and pass the call on the same way) or libc. A versioned lookup
+ * (dlvsym) would be wrong here: it only accepts definitions carrying that version, so it
+ * would jump over every such interposer to libc, and the threads they never saw would crash
+ * a sanitizer or go missing from a profile.
+ *
+ * Versions. The program reaches this unversioned definition through its versioned reference
+ * (pthread_create@GLIBC_2.34, or @GLIBC_2.2.5 from binaries linked before 2.34): the loader
+ * lets an unversioned definition satisfy any version. Which version the caller asked for is
+ * not visible here, so when the next definition is libc's, the call goes to libc's default
+ * version, as it does from every unversioned interposer, sanitizers included. Nothing is
+ * lost: the older versions name the same function as the default (on x86_64 both are at one
+ * address), except GLIBC_2.0 on the oldest 32-bit ports such as i386, which only binaries
+ * linked against glibc 2.0 (1997) reference.
+ *
+ * Never ourselves. The real dlsym reads RTLD_NEXT relative to its immediate caller, so a
+ * library preloaded ahead of the shim that wraps dlsym (some graphics layers and tracers
+ * do) turns our question into "the pthread_create after that library", and the answer is
+ * this very function: calling it would loop forever. Then, and if nothing is found at all,
+ * the call goes to libc's own pthread_create; an interposer after the shim is missed in that
+ * one arrangement, which beats hanging every thread start.
+ *
+ * Resolved on first use rather than in the constructor: an earlier library's constructor may
+ * call pthread_create before ours has run. Two racing first callers resolve the same
+ * address, so either store is right. memcpy because ISO C has no object-to-function pointer
+ * cast; POSIX guarantees it works. */
 static pthread_create_fn real_pthread_create(void) {
   pthread_create_fn fn = __atomic_load_n(&g_real_pthread_create, __ATOMIC_ACQUIRE);
   if (fn) return fn;
-  void* sym = dlvsym(RTLD_NEXT, "pthread_create", "GLIBC_2.34");
-  if (!sym) sym = dlsym(RTLD_NEXT, "pthread_create");
-  /* memcpy because ISO C has no object-to-function pointer cast; POSIX guarantees it works.
-   * Two racing first callers resolve the same address, so either store is right. */
+  void* sym = dlsym(RTLD_NEXT, "pthread_create");
   memcpy(&fn, &sym, sizeof fn);
-  __atomic_store_n(&g_real_pthread_create, fn, __ATOMIC_RELEASE);
+  if (!fn || fn == palrt_preload_own_pthread_create) {
+    sym = libc_pthread_create();
+    memcpy(&fn, &sym, sizeof fn);
+    if (fn == palrt_preload_own_pthread_create) fn = NULL;
+  }
+  if (fn) __atomic_store_n(&g_real_pthread_create, fn, __ATOMIC_RELEASE);
   return fn;
 }
 
@@ -227,6 +359,10 @@ PALRT_PRELOAD_EXPORT int pthread_create(pthread_t* restrict thread,
   if (!fn) return EAGAIN;
   return fn(thread, attr, start, arg);
 }
+
+/* nothrow as <pthread.h> declares pthread_create, which an alias must not promise less than. */
+__typeof__(pthread_create) palrt_preload_own_pthread_create
+    __attribute__((alias("pthread_create"), nothrow));
 
 PALRT_PRELOAD_EXPORT const struct palrt_preload_info* palrt_preload_info(void) {
   return __atomic_load_n(&g_phase, __ATOMIC_ACQUIRE) == PHASE_DONE ? &g_info : &k_not_run;

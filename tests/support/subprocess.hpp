@@ -36,19 +36,9 @@ std::string artefact(const char* env_name);
 
 // Environment for preloading `shim` into a program of this build. Under ASan the runtime
 // insists on being first in the library list; the shim is deliberately not instrumented, so
-// that check is turned off (the program is still fully checked).
+// that check is turned off (the program is still fully checked). TSan needs nothing: the
+// shim passes pthread_create on to TSan's own.
 std::vector<std::string> preload_env(const std::string& shim);
-
-// Whether the shim can be preloaded into programs of this build. Not under TSan: its runtime
-// intercepts pthread_create too, and the shim's constructor and interposer run before the
-// TSan runtime is initialised, which crashes it. (ASan copes, with preload_env().)
-constexpr bool can_preload_into_this_build() {
-#if defined(__SANITIZE_THREAD__)
-  return false;
-#else
-  return true;
-#endif
-}
 
 // Environment for a fresh process that drops privileges (RLIMIT_NPROC tests): LeakSanitizer
 // cannot inspect a process after setuid and would turn a clean exit into a failure.
