@@ -59,7 +59,7 @@ int run_doctor(std::FILE* out) {
 
   if (auto shim = startup::find_preload_shim()) {
     std::fprintf(out, "preload shim        loaded, %s\n",
-                 shim->registered ? "registered this process" : shim->disabled ? "disabled (PALRT_PRELOAD=0)"
+                 shim->registered ? "registered this process" : shim->disabled ? "disabled (PALRT_PRELOAD=0/false/no/off)"
                                                                                : "registration failed");
   } else {
     std::fprintf(out, "preload shim        not loaded\n");

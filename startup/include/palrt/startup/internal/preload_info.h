@@ -18,7 +18,7 @@ extern "C" {
 
 enum palrt_preload_state {
   PALRT_PRELOAD_NOT_RUN = 0,   /* constructor has not run and no thread was created yet */
-  PALRT_PRELOAD_DISABLED = 1,  /* PALRT_PRELOAD=0 */
+  PALRT_PRELOAD_DISABLED = 1,  /* PALRT_PRELOAD=0, false, no or off */
   PALRT_PRELOAD_REGISTERED = 2,
   PALRT_PRELOAD_FAILED = 3,    /* registration.error says why */
 };
