@@ -544,6 +544,60 @@ TEST_CASE("process barrier: signal strategy: a fork()ed child's flush waits for 
   CHECK(child.exit_code == 0);
 }
 
+PALRT_FRESH_PROCESS(signal_fork_during_flushes) {
+  // One thread flushes without pause while this one forks: a child forked in the middle of a
+  // round must not inherit the round in progress (its lock held by a thread it does not
+  // have), or its own first flush waits forever.
+  if (!initialize_and_print_strategy()) return 3;
+  std::atomic<bool> stop{false};
+  std::atomic<long> flushes{0};
+  std::thread flusher([&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+      pal::flush_process_write_buffers();
+      flushes.fetch_add(1, std::memory_order_relaxed);
+    }
+  });
+  while (flushes.load() == 0) std::this_thread::yield();
+  constexpr int children = 50;
+  int hung = 0, failed = 0;
+  for (int i = 0; i < children && hung < 3; ++i) {  // three hung children say enough
+    const pid_t pid = fork();
+    if (pid < 0) {
+      ++failed;
+      continue;
+    }
+    if (pid == 0) {
+      pal::flush_process_write_buffers();
+      _exit(0);
+    }
+    // Bounded wait: a child stuck in its flush is killed and counted.
+    int status = 0;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    pid_t done = 0;
+    while ((done = waitpid(pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < until)
+      std::this_thread::yield();
+    if (done == 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      ++hung;
+    } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      ++failed;
+    }
+  }
+  stop = true;
+  flusher.join();
+  std::printf("children=%d hung=%d failed=%d\n", children, hung, failed);
+  return 0;
+}
+
+TEST_CASE("process barrier: signal strategy: a child forked during a flush can flush (no inherited round)") {
+  auto child = run_fresh("signal_fork_during_flushes", palrt::testing::run_options{{"PALRT_BARRIER=signal"}, {}, std::chrono::seconds(240)});
+  INFO(child.out, child.err, " signal=", child.term_signal, " timed_out=", child.timed_out);
+  REQUIRE(child.exit_code == 0);
+  CHECK(child.out.find("strategy=signal") != std::string::npos);
+  CHECK(child.out.find("children=50 hung=0 failed=0") != std::string::npos);
+}
+
 PALRT_FRESH_PROCESS(signal_flush_after_parent_exit) {
   // Three processes: this one coordinates; `parent` sets the barrier up, forks `orphan` and
   // exits; only once the parent is reaped (its /proc entry gone) does the orphan flush. This
