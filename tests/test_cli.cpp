@@ -2,21 +2,20 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <set>
 #include <string>
 
-#include "json.hpp"
 #include "palrt/pal/membarrier.hpp"
 #include "privileges.hpp"
 #include "kernel_support.hpp"
 #include "subprocess.hpp"
 
 using palrt::testing::artefact;
-using palrt::testing::json;
-using palrt::testing::parse_json;
 using palrt::testing::membarrier_available;
 using palrt::testing::run_fresh;
 using palrt::testing::run_options;
@@ -24,6 +23,7 @@ using palrt::testing::run_process;
 
 namespace {
 
+using json = nlohmann::json;
 
 int line_count(const std::string& s) {
   int n = 0;
@@ -40,7 +40,7 @@ json startup_json(const std::vector<std::string>& args, const run_options& opts 
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   REQUIRE(line_count(r.out) == 1);
-  return parse_json(r.out);
+  return json::parse(r.out);  // throws, failing the test, unless it is one JSON value
 }
 
 }  // namespace
@@ -82,38 +82,38 @@ TEST_CASE("palrt-startup: the JSON report parses and has every field, for each o
     REQUIRE(j.is_object());
     for (const char* key : {"order", "barrier_strategy", "registered_by", "kernel"}) {
       CAPTURE(key);
-      REQUIRE(j.has(key));
-      CHECK(j[key].is_string());
+      REQUIRE(j.contains(key));
+      CHECK(j.at(key).is_string());
     }
     for (const char* key : {"membarrier_mask", "threads_at_registration", "registration_ns", "bootstrap_ns",
                             "shutdown_ns", "processor_count", "online_cpus", "rcu_expedited", "extra_threads"}) {
       CAPTURE(key);
-      REQUIRE(j.has(key));
-      CHECK(j[key].is_number());
+      REQUIRE(j.contains(key));
+      CHECK(j.at(key).is_number());
     }
-    CHECK(j["order"].as_string() == order);
-    CHECK(j["extra_threads"].as_number() == 2);
-    CHECK(j["bootstrap_ns"].as_number() > 0);
-    CHECK(j["shutdown_ns"].as_number() > 0);
-    REQUIRE(j["phases"].is_array());
-    CHECK(j["phases"].as_array().size() == 3);
-    for (const auto& p : j["phases"].as_array()) {
-      CHECK(p["name"].is_string());
-      CHECK(p["start_ns"].is_number());
-      CHECK(p["duration_ns"].as_number() > 0);
+    CHECK(j.at("order").get<std::string>() == order);
+    CHECK(j.at("extra_threads").get<double>() == 2);
+    CHECK(j.at("bootstrap_ns").get<double>() > 0);
+    CHECK(j.at("shutdown_ns").get<double>() > 0);
+    REQUIRE(j.at("phases").is_array());
+    CHECK(j.at("phases").size() == 3);
+    for (const auto& p : j.at("phases")) {
+      CHECK(p.at("name").is_string());
+      CHECK(p.at("start_ns").is_number());
+      CHECK(p.at("duration_ns").get<double>() > 0);
     }
-    const std::string by = j["registered_by"].as_string();
+    const std::string by = j.at("registered_by").get<std::string>();
     if (std::string(order) == "no-membarrier" || !membarrier_available()) {
       CHECK(by == "none");
-      CHECK(j["barrier_strategy"].as_string() != "membarrier");
+      CHECK(j.at("barrier_strategy").get<std::string>() != "membarrier");
     } else {
       CHECK(by == "bootstrap");
-      CHECK(j["barrier_strategy"].as_string() == "membarrier");
+      CHECK(j.at("barrier_strategy").get<std::string>() == "membarrier");
       // threads-first: main and both service threads at least (a sanitizer may add its own).
       if (std::string(order) == "registered-first")
-        CHECK(j["threads_at_registration"].as_number() == 1);
+        CHECK(j.at("threads_at_registration").get<double>() == 1);
       else
-        CHECK(j["threads_at_registration"].as_number() >= 3);
+        CHECK(j.at("threads_at_registration").get<double>() >= 3);
     }
   }
 }
@@ -121,10 +121,10 @@ TEST_CASE("palrt-startup: the JSON report parses and has every field, for each o
 TEST_CASE("palrt-startup: under the preload shim, threads-first reports registered_by preload with 1 thread") {
   if (!membarrier_available() || !palrt::testing::can_preload_into_this_build()) return;
   json j = startup_json({"--order", "threads-first"}, {palrt::testing::preload_env(artefact("PALRT_TEST_SHIM")), {}});
-  CHECK(j["registered_by"].as_string() == "preload");
-  CHECK(j["threads_at_registration"].as_number() == 1);
+  CHECK(j.at("registered_by").get<std::string>() == "preload");
+  CHECK(j.at("threads_at_registration").get<double>() == 1);
   // The bootstrap's own, late REGISTER found the process registered and returned at once.
-  CHECK(j["phases"].as_array().at(2)["duration_ns"].as_number() < 5e6);
+  CHECK(j.at("phases").at(2).at("duration_ns").get<double>() < 5e6);
 }
 
 PALRT_FRESH_PROCESS(exec_startup_under_rlimit_nproc) {
@@ -170,18 +170,18 @@ TEST_CASE("palrt-bench: bad arguments exit 2; barrier --quick --json parses with
   auto r = run_process({bench, "barrier", "--quick", "--json", "--threads", "1"}, {{}, {}, std::chrono::seconds(120)});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
-  json j = parse_json(r.out);
-  CHECK(j["component"].as_string() == "barrier");
-  CHECK(j["machine"]["nproc"].as_number() >= 1);
-  CHECK(j["machine"]["kernel"].is_string());
-  CHECK(j["machine"]["barrier_strategy"].is_string());
+  json j = json::parse(r.out);
+  CHECK(j.at("component").get<std::string>() == "barrier");
+  CHECK(j.at("machine").at("nproc").get<double>() >= 1);
+  CHECK(j.at("machine").at("kernel").is_string());
+  CHECK(j.at("machine").at("barrier_strategy").is_string());
   std::set<std::string> variants;
-  for (const auto& row : j["results"].as_array()) {
-    CHECK(row["case"].as_string() == "flush");
-    CHECK(row["metric"].as_string() == "ns_per_op");
-    CHECK(row["threads"].as_number() == 1);
-    CHECK(row["value"].as_number() > 0);
-    variants.insert(row["variant"].as_string());
+  for (const auto& row : j.at("results")) {
+    CHECK(row.at("case").get<std::string>() == "flush");
+    CHECK(row.at("metric").get<std::string>() == "ns_per_op");
+    CHECK(row.at("threads").get<double>() == 1);
+    CHECK(row.at("value").get<double>() > 0);
+    variants.insert(row.at("variant").get<std::string>());
   }
   CHECK(variants.count("palrt") == 1);
   CHECK(variants.count("mprotect") == 1);
