@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 
+#include "common/json_string.hpp"
 #include "palrt/pal/membarrier.hpp"
 #include "privileges.hpp"
 #include "kernel_support.hpp"
@@ -187,4 +188,18 @@ TEST_CASE("palrt-bench: bad arguments exit 2; barrier --quick --json parses with
   CHECK(variants.count("mprotect") == 1);
   CHECK(variants.count("signal") == 1);
   if (membarrier_available()) CHECK(variants.count("raw-membarrier") == 1);
+}
+
+TEST_CASE("json_string, the tools' one JSON escaper: control characters escaped, bad UTF-8 as U+FFFD") {
+  using palrt::tools::json_string;
+  CHECK(json_string("plain") == "\"plain\"");
+  CHECK(json_string("q\"b\\") == "\"q\\\"b\\\\\"");
+  CHECK(json_string("a\nb\x01\x7f") == "\"a\\nb\\u0001\\u007f\"");
+  CHECK(json_string("caf\xc3\xa9") == "\"caf\xc3\xa9\"");  // valid UTF-8 passes as it is
+  CHECK(json_string("\xff" "x\xc3") == "\"\\ufffdx\\ufffd\"");
+  CHECK(json_string("\xed\xa0\x80") == "\"\\ufffd\\ufffd\\ufffd\"");  // a surrogate is not UTF-8
+  // Whatever the bytes, the result parses back as one JSON string.
+  std::string every_byte;
+  for (int c = 0; c < 256; ++c) every_byte += static_cast<char>(c);
+  CHECK(json::parse(json_string(every_byte)).is_string());
 }

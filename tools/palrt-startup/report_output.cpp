@@ -2,6 +2,7 @@
 
 #include <cinttypes>
 
+#include "common/json_string.hpp"
 #include "palrt/pal/cpu.hpp"
 #include "palrt/startup/preload_probe.hpp"
 #include "palrt/startup/system_facts.hpp"
@@ -10,19 +11,8 @@ namespace palrt::tools {
 namespace {
 
 // Every string printed here is one of palrt's own identifiers or the kernel release, which
-// contain no characters JSON needs escaped; escape anyway so that stays true by construction.
-void json_string(std::FILE* out, std::string_view s) {
-  std::fputc('"', out);
-  for (char c : s) {
-    if (c == '"' || c == '\\') std::fputc('\\', out);
-    if (static_cast<unsigned char>(c) < 0x20) {
-      std::fprintf(out, "\\u%04x", c);
-      continue;
-    }
-    std::fputc(c, out);
-  }
-  std::fputc('"', out);
-}
+// need no escaping today; escape anyway so the report stays valid JSON by construction.
+void put_json_string(std::FILE* out, std::string_view s) { std::fputs(json_string(s).c_str(), out); }
 
 }  // namespace
 
@@ -30,17 +20,17 @@ void print_json_report(std::FILE* out, const run_facts& f) {
   const auto& r = *f.startup;
   const auto reg = startup::summarize_registration(r);
   std::fputs("{\"order\":", out);
-  json_string(out, startup::to_string(r.order));
+  put_json_string(out, startup::to_string(r.order));
   std::fprintf(out, ",\"membarrier_mask\":%" PRIu32 ",\"barrier_strategy\":", r.barrier.membarrier_mask);
-  json_string(out, pal::to_string(r.barrier.strategy));
+  put_json_string(out, pal::to_string(r.barrier.strategy));
   std::fputs(",\"registered_by\":", out);
-  json_string(out, startup::to_string(reg.registered_by));
+  put_json_string(out, startup::to_string(reg.registered_by));
   std::fprintf(out, ",\"threads_at_registration\":%d,\"registration_ns\":%" PRId64 ",\"registration_error\":%d",
                reg.threads_at_registration, reg.registration_ns, r.barrier.registration_error);
   std::fputs(",\"phases\":[", out);
   for (std::size_t i = 0; i < r.phases.size(); ++i) {
     std::fputs(i ? ",{\"name\":" : "{\"name\":", out);
-    json_string(out, r.phases[i].name);
+    put_json_string(out, r.phases[i].name);
     std::fprintf(out, ",\"start_ns\":%" PRId64 ",\"duration_ns\":%" PRId64 "}", r.phases[i].start_ns,
                  r.phases[i].duration_ns);
   }
@@ -50,7 +40,7 @@ void print_json_report(std::FILE* out, const run_facts& f) {
                ",\"rcu_expedited\":%d,\"kernel\":",
                r.bootstrap_ns, r.running_wait_ns, f.shutdown_ns, f.shutdown_clean ? "true" : "false", f.extra_threads,
                pal::processor_count(), pal::online_cpus(), startup::rcu_expedited());
-  json_string(out, startup::kernel_release());
+  put_json_string(out, startup::kernel_release());
   std::fputs("}\n", out);
 }
 
