@@ -1,14 +1,20 @@
 // The tools as a user runs them: exit codes, one-line errors, and JSON that parses.
 #include <doctest/doctest.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "common/json_string.hpp"
 #include "palrt/pal/membarrier.hpp"
@@ -26,6 +32,12 @@ namespace {
 
 using json = nlohmann::json;
 
+std::string joined(const std::vector<std::string>& args) {
+  std::string s;
+  for (const auto& a : args) s += (s.empty() ? "" : " ") + a;
+  return s;
+}
+
 int line_count(const std::string& s) {
   int n = 0;
   for (char c : s) n += c == '\n';
@@ -42,6 +54,107 @@ json startup_json(const std::vector<std::string>& args, const run_options& opts 
   REQUIRE(r.exit_code == 0);
   REQUIRE(line_count(r.out) == 1);
   return json::parse(r.out);  // throws, failing the test, unless it is one JSON value
+}
+
+// The ways a report can fail to reach its reader. run_process() always gives the child a
+// pipe with a reader, so these need their own spawn.
+enum class lost_stdout {
+  dev_full,             // every write fails with ENOSPC
+  closed,               // fd 1 not open at all (`>&-`): EBADF
+  pipe_without_reader,  // the read end closed before the child starts, SIGPIPE ignored: EPIPE
+};
+
+const char* describe(lost_stdout kind) {
+  switch (kind) {
+    case lost_stdout::dev_full: return ">/dev/full";
+    case lost_stdout::closed: return ">&-";
+    case lost_stdout::pipe_without_reader: return "| (reader gone, SIGPIPE ignored)";
+  }
+  return "?";
+}
+
+constexpr lost_stdout all_lost_stdouts[] = {lost_stdout::dev_full, lost_stdout::closed,
+                                            lost_stdout::pipe_without_reader};
+
+// Runs argv with stdout set up as `kind` says; stderr is captured. The pipe's read end is
+// closed before the child exists, so its first write fails: no race with a reader exiting.
+palrt::testing::process_result run_with_lost_stdout(const std::vector<std::string>& argv, lost_stdout kind,
+                                                    std::chrono::seconds timeout = std::chrono::seconds(20)) {
+  int err_pipe[2];
+  REQUIRE(pipe2(err_pipe, O_CLOEXEC) == 0);
+  int out_fd = -1;
+  if (kind == lost_stdout::dev_full) {
+    out_fd = open("/dev/full", O_WRONLY | O_CLOEXEC);
+    REQUIRE(out_fd >= 0);
+  } else if (kind == lost_stdout::pipe_without_reader) {
+    int p[2];
+    REQUIRE(pipe2(p, O_CLOEXEC) == 0);
+    close(p[0]);
+    out_fd = p[1];
+  }
+  std::vector<char*> cargv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    // Only async-signal-safe calls between fork and exec.
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &ignore, nullptr);  // an ignored signal stays ignored across exec
+    if (kind == lost_stdout::closed)
+      close(1);
+    else
+      dup2(out_fd, 1);
+    dup2(err_pipe[1], 2);
+    execv(cargv[0], cargv.data());
+    _exit(127);
+  }
+  close(err_pipe[1]);
+  if (out_fd >= 0) close(out_fd);
+
+  palrt::testing::process_result result;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      result.timed_out = true;
+      kill(pid, SIGKILL);
+      break;
+    }
+    pollfd pfd{err_pipe[0], POLLIN, 0};
+    if (poll(&pfd, 1, static_cast<int>(left.count())) < 0 && errno == EINTR) continue;
+    char buf[4096];
+    const ssize_t got = read(err_pipe[0], buf, sizeof buf);
+    if (got > 0) {
+      result.err.append(buf, static_cast<std::size_t>(got));
+    } else if (got == 0 || errno != EINTR) {
+      break;
+    }
+  }
+  close(err_pipe[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) result.term_signal = WTERMSIG(status);
+  return result;
+}
+
+// What every bad-arguments case must look like: exit 2, nothing on stdout, one short line
+// on stderr that starts with the tool's name and holds no control character but its newline.
+void check_one_line_usage_error(const palrt::testing::process_result& r, const std::string& tool) {
+  INFO("stderr: ", r.err.substr(0, 300));
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.empty());
+  CHECK(line_count(r.err) == 1);
+  CHECK(r.err.size() <= 200);
+  CHECK(r.err.rfind(tool + ": ", 0) == 0);
+  bool control = false;
+  for (std::size_t i = 0; i + 1 < r.err.size(); ++i)
+    control = control || static_cast<unsigned char>(r.err[i]) < 0x20 || r.err[i] == 0x7f;
+  CHECK_FALSE(control);
 }
 
 }  // namespace
@@ -92,6 +205,8 @@ TEST_CASE("palrt-startup: the JSON report parses and has every field, for each o
       REQUIRE(j.contains(key));
       CHECK(j.at(key).is_number());
     }
+    REQUIRE(j.contains("shutdown_clean"));
+    CHECK(j.at("shutdown_clean").get<bool>() == true);
     CHECK(j.at("order").get<std::string>() == order);
     CHECK(j.at("extra_threads").get<double>() == 2);
     CHECK(j.at("bootstrap_ns").get<double>() > 0);
@@ -188,6 +303,158 @@ TEST_CASE("palrt-bench: bad arguments exit 2; barrier --quick --json parses with
   CHECK(variants.count("mprotect") == 1);
   CHECK(variants.count("signal") == 1);
   if (membarrier_available()) CHECK(variants.count("raw-membarrier") == 1);
+}
+
+// --- A report that was not written is a failure ---------------------------------------------
+
+TEST_CASE("palrt-startup: output that cannot be written exits 1 with one line on stderr") {
+  const std::string bin = artefact("PALRT_TEST_STARTUP");
+  for (const auto kind : all_lost_stdouts) {
+    for (const auto& args : std::vector<std::vector<std::string>>{
+             {"--report", "json"}, {"--report", "text"}, {"doctor"}, {"--help"}, {"--version"}}) {
+      std::vector<std::string> argv{bin};
+      argv.insert(argv.end(), args.begin(), args.end());
+      const std::string what = joined(args) + " " + describe(kind);
+      CAPTURE(what);
+      auto r = run_with_lost_stdout(argv, kind);
+      INFO("stderr: ", r.err);
+      CHECK(r.term_signal == 0);
+      CHECK(r.exit_code == 1);
+      CHECK(line_count(r.err) == 1);
+      CHECK(r.err.rfind("palrt-startup: ", 0) == 0);
+      CHECK(r.err.find("stdout") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("palrt-startup: a run without a report writes nothing, so a lost stdout is no failure") {
+  const std::string bin = artefact("PALRT_TEST_STARTUP");
+  for (const auto kind : all_lost_stdouts) {
+    CAPTURE(describe(kind));
+    auto r = run_with_lost_stdout({bin}, kind);
+    INFO("stderr: ", r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.empty());
+  }
+}
+
+TEST_CASE("palrt-bench: output that cannot be written exits 1 and says so on stderr") {
+  const char* bench = std::getenv("PALRT_TEST_BENCH");
+  if (!bench) return;  // built with -Dbench=false
+  for (const auto kind : all_lost_stdouts) {
+    for (const auto& args : std::vector<std::vector<std::string>>{
+             {"barrier", "--quick", "--threads", "1"}, {"--help"}, {"--version"}}) {
+      std::vector<std::string> argv{bench};
+      argv.insert(argv.end(), args.begin(), args.end());
+      const std::string what = joined(args) + " " + describe(kind);
+      CAPTURE(what);
+      auto r = run_with_lost_stdout(argv, kind, std::chrono::seconds(120));
+      INFO("stderr: ", r.err);
+      CHECK(r.term_signal == 0);
+      CHECK(r.exit_code == 1);
+      // The benchmark's progress lines come first; the failure is the last line.
+      const std::string last = r.err.substr(r.err.rfind('\n', r.err.size() - 2) + 1);
+      CHECK(last.rfind("palrt-bench", 0) == 0);
+      CHECK(last.find("stdout") != std::string::npos);
+    }
+  }
+}
+
+// --- --threads is a decimal number ----------------------------------------------------------
+
+TEST_CASE("--threads takes decimal digits only, in palrt-startup and palrt-bench") {
+  const std::string bin = artefact("PALRT_TEST_STARTUP");
+  // Each of these was once read as a number: hex, octal, a sign, surrounding blanks.
+  const std::vector<std::string> not_decimal{"0x10", "010", "+3", " 5", "5 ", "-0", "1e1", "5.0", "",
+                                             "\xd9\xa3" /* ARABIC-INDIC DIGIT THREE */};
+  for (const auto& value : not_decimal) {
+    CAPTURE(value);
+    auto r = run_process({bin, "--threads", value});
+    check_one_line_usage_error(r, "palrt-startup");
+    CHECK(r.err.find("--threads") != std::string::npos);
+  }
+  for (const char* value : {"-1", "4097", "99999999999999999999999"}) {
+    CAPTURE(value);
+    check_one_line_usage_error(run_process({bin, "--threads", value}), "palrt-startup");
+  }
+  for (const auto& [value, count] : std::vector<std::pair<std::string, int>>{{"0", 0}, {"12", 12}}) {
+    CAPTURE(value);
+    CHECK(startup_json({"--threads", value}).at("extra_threads").get<int>() == count);
+  }
+
+  const char* bench = std::getenv("PALRT_TEST_BENCH");
+  if (!bench) return;  // built with -Dbench=false
+  for (const auto& value : not_decimal) {
+    CAPTURE(value);
+    // --quick: if a value were accepted, the run that follows stays short.
+    auto r = run_process({bench, "barrier", "--quick", "--threads", value}, {{}, {}, std::chrono::seconds(120)});
+    check_one_line_usage_error(r, "palrt-bench");
+    CHECK(r.err.find("--threads") != std::string::npos);
+  }
+  for (const char* value : {"0", "257"}) {
+    CAPTURE(value);
+    check_one_line_usage_error(run_process({bench, "barrier", "--quick", "--threads", value}), "palrt-bench");
+  }
+}
+
+// --- A bad value is echoed in one short line ------------------------------------------------
+
+// 100 KB of one character, and a value with every kind of line break and a terminal escape.
+std::vector<std::string> hostile_values() {
+  return {std::string(100000, 'x'), "a\nb\rc\x1b[31md\te\x7f" "f\x85g\xff"};
+}
+
+TEST_CASE("palrt-startup: a long or multi-line bad value gives one short line, whatever the option") {
+  const std::string bin = artefact("PALRT_TEST_STARTUP");
+  for (const auto& value : hostile_values()) {
+    for (const auto& args : std::vector<std::vector<std::string>>{
+             {"--order", value}, {"--order=" + value}, {"--threads", value}, {"--report", value},
+             {value}, {"--" + value}, {"doctor", value}, {"--version=" + value}}) {
+      std::vector<std::string> argv{bin};
+      argv.insert(argv.end(), args.begin(), args.end());
+      CAPTURE(args.front().substr(0, 16));
+      check_one_line_usage_error(run_process(argv), "palrt-startup");
+    }
+  }
+  // The start of the value is shown, so the user can see which argument it was.
+  auto r = run_process({bin, "--order", std::string(100000, 'x')});
+  CHECK(r.err.find("--order") != std::string::npos);
+  CHECK(r.err.find("xxxxxxxxxxxxxxxxxxxx") != std::string::npos);
+}
+
+TEST_CASE("palrt-bench: a long or multi-line bad value gives one short line, whatever the option") {
+  const char* bench = std::getenv("PALRT_TEST_BENCH");
+  if (!bench) return;  // built with -Dbench=false
+  for (const auto& value : hostile_values()) {
+    for (const auto& args : std::vector<std::vector<std::string>>{
+             {"barrier", "--quick", "--threads", value}, {"--threads=" + value, "barrier", "--quick"}, {value},
+             {"barrier", value}, {"--" + value}, {"--json=" + value, "barrier", "--quick"}}) {
+      std::vector<std::string> argv{bench};
+      argv.insert(argv.end(), args.begin(), args.end());
+      CAPTURE(args.front().substr(0, 16));
+      check_one_line_usage_error(run_process(argv, {{}, {}, std::chrono::seconds(120)}), "palrt-bench");
+    }
+  }
+}
+
+// --- doctor takes no options of the run -----------------------------------------------------
+
+TEST_CASE("palrt-startup doctor: an option of the run is an error, before or after doctor") {
+  const std::string bin = artefact("PALRT_TEST_STARTUP");
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"doctor", "--threads", "3"}, {"--threads", "3", "doctor"}, {"--report", "json", "doctor"},
+           {"doctor", "--report", "json"}, {"--order", "threads-first", "doctor"},
+           {"doctor", "--order", "no-membarrier"}}) {
+    std::vector<std::string> argv{bin};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const std::string option = args[0] == "doctor" ? args[1] : args[0];
+    CAPTURE(option);
+    CAPTURE(args.front());
+    auto r = run_process(argv);
+    check_one_line_usage_error(r, "palrt-startup");
+    CHECK(r.err.find(option) != std::string::npos);
+    CHECK(r.err.find("doctor") != std::string::npos);
+  }
 }
 
 TEST_CASE("json_string, the tools' one JSON escaper: control characters escaped, bad UTF-8 as U+FFFD") {
