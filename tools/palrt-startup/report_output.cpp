@@ -14,6 +14,10 @@ namespace {
 // need no escaping today; escape anyway so the report stays valid JSON by construction.
 void put_json_string(std::FILE* out, std::string_view s) { std::fputs(json_string(s).c_str(), out); }
 
+const char* sync_worker_name(startup::sync_worker_start when) {
+  return when == startup::sync_worker_start::eager ? "eager" : "lazy";
+}
+
 }  // namespace
 
 void print_json_report(std::FILE* out, const run_facts& f) {
@@ -21,6 +25,9 @@ void print_json_report(std::FILE* out, const run_facts& f) {
   const auto reg = startup::summarize_registration(r);
   std::fputs("{\"order\":", out);
   put_json_string(out, startup::to_string(r.order));
+  std::fputs(",\"sync_worker\":", out);
+  put_json_string(out, sync_worker_name(f.sync_worker));
+  std::fprintf(out, ",\"sync_worker_started\":%s", f.sync_worker_started ? "true" : "false");
   std::fprintf(out, ",\"membarrier_mask\":%" PRIu32 ",\"barrier_strategy\":", r.barrier.membarrier_mask);
   put_json_string(out, pal::to_string(r.barrier.strategy));
   std::fputs(",\"registered_by\":", out);
@@ -49,6 +56,8 @@ void print_text_report(std::FILE* out, const run_facts& f) {
   const auto reg = startup::summarize_registration(r);
   std::fprintf(out, "order              %.*s\n", static_cast<int>(startup::to_string(r.order).size()),
                startup::to_string(r.order).data());
+  std::fprintf(out, "sync worker        %s (%s)\n", sync_worker_name(f.sync_worker),
+               f.sync_worker_started ? "started" : "not started");
   std::fprintf(out, "barrier strategy   %s%s\n", std::string(pal::to_string(r.barrier.strategy)).c_str(),
                r.barrier.forced ? " (forced by PALRT_BARRIER)" : "");
   std::fprintf(out, "membarrier mask    0x%" PRIx32 "\n", r.barrier.membarrier_mask);
