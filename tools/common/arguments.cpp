@@ -88,8 +88,8 @@ std::string one_line(std::string_view message, int argc, const char* const* argv
   }
   std::sort(hostile.begin(), hostile.end(), [](auto a, auto b) { return a.size() > b.size(); });
   std::string text(message);
-  // Shown forms hold no control characters and are short, so a later replacement cannot
-  // grow the text again beyond the cut below.
+  // Arguments first, so a long one is shown with its start and length; the cut below is only
+  // for a message that is long on its own.
   for (const auto part : hostile) replace_all(text, part, shown_value(part));
   text = printable(text);
   if (text.size() > max_message_bytes) {
