@@ -10,6 +10,7 @@ packages=(
   meson ninja-build pkg-config
   libboost-thread-dev         # pal's thread factory
   doctest-dev                 # test suites
+  nlohmann-json3-dev          # tests only: reading the tools' JSON back
   libcli11-dev                # palrt-startup, palrt-bench
   hyperfine                   # scripts/bench-*.sh
   strace valgrind libc6-dbg   # the startup path by hand; libc6-dbg gives valgrind libc symbols

@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 """Summary table and plot for scripts/bench-startup.sh.
 
-    startup_report.py summary --hyperfine results/startup.json --baselines 1,5,7
-                              [--compare 1/4:1.50] [--reports results/startup-reports.json]
+    startup_report.py summary --hyperfine results/startup-round-*.json --baselines 1,5,7,9
+                              [--compare 1/4:1.35 --compare 5/6:1.35]
+                              [--reports results/startup-reports.json]
                               [--command TEXT] [--out results/summary.md]
-    startup_report.py plot    --hyperfine results/startup.json [--baselines 1,5,7]
+    startup_report.py plot    --hyperfine results/startup-round-*.json [--baselines 1,5,7,9]
                               [--out results/startup.png]
 
 Medians are computed here from hyperfine's raw `results[].times`: startup times have a long
@@ -117,18 +118,18 @@ def facts_line(facts):
 # --- summary --------------------------------------------------------------------------------
 
 def parse_baselines(text, count):
-    """'1,5,7' -> for each row (0-based), the index of the nearest baseline at or above it."""
+    """'1,5,7,9' -> for each row (0-based), the index of the nearest baseline at or above it."""
     try:
         marks = sorted({int(x) - 1 for x in text.split(",")})
     except ValueError:
-        fail(f"--baselines wants 1-based row numbers like 1,5,7 (got '{text}')")
+        fail(f"--baselines wants 1-based row numbers like 1,5,7,9 (got '{text}')")
     if not marks or marks[0] != 0 or marks[-1] >= count:
         fail(f"--baselines {text}: row 1 must be a baseline and all rows must be 1..{count}")
     return [max(m for m in marks if m <= row) for row in range(count)]
 
 
 def parse_compare(text, count):
-    """'1/4:1.50' -> (0, 3, 1.50): row 1's median over row 4's, target at most 1.50."""
+    """'1/4:1.35' -> (0, 3, 1.35): row 1's median over row 4's, target at most 1.35."""
     try:
         rows, _, target = text.partition(":")
         a, b = (int(x) - 1 for x in rows.split("/"))
@@ -166,13 +167,21 @@ def timing_section(rows, rounds, baseline_of, compares):
                      f"{min(times):.3f}", len(times), ratio])
     out = table(["#", "command", "median ms", "mean ms", "stddev ms", "min ms", "runs",
                  "ratio (median of rounds)"], body, "rlrrrrrl")
-    out.append("")
-    for a, b, target in compares:
-        ratio, text = describe_ratio(round_ratios(rounds, a, b))
-        verdict = ""
-        if target is not None:
-            verdict = f" (target <= {target:.2f}x: {'met' if ratio <= target else 'NOT MET'})"
-        out.append(f"- {rows[a][0]} / {rows[b][0]}: {text}{verdict}")
+    if compares:
+        # Each palrt row over the floor that does the same work, with its target.
+        out += ["", "Compared with the floor that does the same work:", ""]
+        body = []
+        for a, b, target in compares:
+            ratios = round_ratios(rounds, a, b)
+            ratio = statistics.median(ratios)
+            # Three decimals: at two, a ratio just over the target would print as the target.
+            body.append([f"{rows[a][0]} / {rows[b][0]}", f"{a + 1}/{b + 1}", f"{ratio:.3f}x",
+                         f"{min(ratios):.2f}-{max(ratios):.2f}",
+                         f"<= {target:.2f}x" if target is not None else "-",
+                         ("met" if ratio <= target else "NOT MET") if target is not None else "-"])
+        out += table(["palrt-startup row / its floor", "rows", "median of rounds", "rounds", "target",
+                      "verdict"],
+                     body, "llrrll")
     return out
 
 
@@ -189,22 +198,30 @@ def median_us(reports, field):
     return f"{statistics.median(values) / 1e3:.1f}" if values else "n/a"
 
 
+def sync_worker(report):
+    """'lazy (not started)' or 'eager (started)'; '?' from a palrt-startup that did not say."""
+    if "sync_worker" not in report:
+        return "?"
+    started = "started" if report.get("sync_worker_started") else "not started"
+    return f"{report['sync_worker']} ({started})"
+
+
 def phase_section(reports):
-    by_order = {}
+    groups = {}
     for r in reports:
-        by_order.setdefault(r.get("order", "?"), []).append(r)
+        groups.setdefault((r.get("order", "?"), r.get("sync_worker", "?")), []).append(r)
     body = []
-    for order, group in by_order.items():
-        body.append([order, len(group),
+    for (order, _), group in groups.items():
+        body.append([order, distinct(sync_worker(r) for r in group), len(group),
                      distinct(r.get("registered_by", "?") for r in group),
                      distinct(r.get("threads_at_registration", "?") for r in group),
                      distinct(r.get("barrier_strategy", "?") for r in group),
                      median_us(group, "registration_ns"),
                      median_us(group, "bootstrap_ns"),
                      median_us(group, "shutdown_ns")])
-    out = table(["order", "runs", "registered by", "threads at registration",
+    out = table(["order", "sync worker", "runs", "registered by", "threads at registration",
                  "barrier strategy", "registration µs", "bootstrap µs", "shutdown µs"],
-                body, "lrlllrrr")
+                body, "llrlllrrr")
     out.append("")
     out.append("Medians over the runs; µs from the report's *_ns fields.")
     first = reports[0]

@@ -202,11 +202,14 @@ TEST_CASE("bootstrap: a fast registration with threads alive is never reported a
   // The same through palrt-startup's report, which is what a person reads.
   for (int run = 0; run < 5; ++run) {
     auto r = palrt::testing::run_process(
-        {palrt::testing::artefact("PALRT_TEST_STARTUP"), "--order", "threads-first", "--report", "json"});
+        {palrt::testing::artefact("PALRT_TEST_STARTUP"), "--order", "threads-first", "--sync-worker", "eager",
+         "--report", "json"});
     INFO(r.out, r.err);
     REQUIRE(r.exit_code == 0);
-    CHECK_FALSE(has(r.out, "\"threads_at_registration\":1,"));
-    CHECK((has(r.out, "\"threads_at_registration\":3,") || has(r.out, "\"threads_at_registration\":4,")));
+    // main, the finalizer and the sync worker (and a sanitizer's own thread, if any)
+    const auto at = r.out.find("\"threads_at_registration\":");
+    REQUIRE(at != std::string::npos);
+    CHECK(std::atoi(r.out.c_str() + at + sizeof "\"threads_at_registration\":" - 1) >= 3);
   }
   auto counted = run_fresh("boot_threads_first_counted");
   INFO(counted.out, counted.err);

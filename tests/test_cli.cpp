@@ -1,22 +1,28 @@
 // The tools as a user runs them: exit codes, one-line errors, and JSON that parses.
 #include <doctest/doctest.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <set>
 #include <string>
+#include <vector>
 
-#include "json.hpp"
+#include "common/json_string.hpp"
 #include "palrt/pal/membarrier.hpp"
 #include "privileges.hpp"
 #include "kernel_support.hpp"
 #include "subprocess.hpp"
 
 using palrt::testing::artefact;
-using palrt::testing::json;
-using palrt::testing::parse_json;
 using palrt::testing::membarrier_available;
 using palrt::testing::run_fresh;
 using palrt::testing::run_options;
@@ -24,6 +30,13 @@ using palrt::testing::run_process;
 
 namespace {
 
+using json = nlohmann::json;
+
+std::string joined(const std::vector<std::string>& args) {
+  std::string s;
+  for (const auto& a : args) s += (s.empty() ? "" : " ") + a;
+  return s;
+}
 
 int line_count(const std::string& s) {
   int n = 0;
@@ -40,7 +53,108 @@ json startup_json(const std::vector<std::string>& args, const run_options& opts 
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   REQUIRE(line_count(r.out) == 1);
-  return parse_json(r.out);
+  return json::parse(r.out);  // throws, failing the test, unless it is one JSON value
+}
+
+// The ways a report can fail to reach its reader. run_process() always gives the child a
+// pipe with a reader, so these need their own spawn.
+enum class lost_stdout {
+  dev_full,             // every write fails with ENOSPC
+  closed,               // fd 1 not open at all (`>&-`): EBADF
+  pipe_without_reader,  // the read end closed before the child starts, SIGPIPE ignored: EPIPE
+};
+
+const char* describe(lost_stdout kind) {
+  switch (kind) {
+    case lost_stdout::dev_full: return ">/dev/full";
+    case lost_stdout::closed: return ">&-";
+    case lost_stdout::pipe_without_reader: return "| (reader gone, SIGPIPE ignored)";
+  }
+  return "?";
+}
+
+constexpr lost_stdout all_lost_stdouts[] = {lost_stdout::dev_full, lost_stdout::closed,
+                                            lost_stdout::pipe_without_reader};
+
+// Runs argv with stdout set up as `kind` says; stderr is captured. The pipe's read end is
+// closed before the child exists, so its first write fails: no race with a reader exiting.
+palrt::testing::process_result run_with_lost_stdout(const std::vector<std::string>& argv, lost_stdout kind,
+                                                    std::chrono::seconds timeout = std::chrono::seconds(20)) {
+  int err_pipe[2];
+  REQUIRE(pipe2(err_pipe, O_CLOEXEC) == 0);
+  int out_fd = -1;
+  if (kind == lost_stdout::dev_full) {
+    out_fd = open("/dev/full", O_WRONLY | O_CLOEXEC);
+    REQUIRE(out_fd >= 0);
+  } else if (kind == lost_stdout::pipe_without_reader) {
+    int p[2];
+    REQUIRE(pipe2(p, O_CLOEXEC) == 0);
+    close(p[0]);
+    out_fd = p[1];
+  }
+  std::vector<char*> cargv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    // Only async-signal-safe calls between fork and exec.
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &ignore, nullptr);  // an ignored signal stays ignored across exec
+    if (kind == lost_stdout::closed)
+      close(1);
+    else
+      dup2(out_fd, 1);
+    dup2(err_pipe[1], 2);
+    execv(cargv[0], cargv.data());
+    _exit(127);
+  }
+  close(err_pipe[1]);
+  if (out_fd >= 0) close(out_fd);
+
+  palrt::testing::process_result result;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      result.timed_out = true;
+      kill(pid, SIGKILL);
+      break;
+    }
+    pollfd pfd{err_pipe[0], POLLIN, 0};
+    if (poll(&pfd, 1, static_cast<int>(left.count())) < 0 && errno == EINTR) continue;
+    char buf[4096];
+    const ssize_t got = read(err_pipe[0], buf, sizeof buf);
+    if (got > 0) {
+      result.err.append(buf, static_cast<std::size_t>(got));
+    } else if (got == 0 || errno != EINTR) {
+      break;
+    }
+  }
+  close(err_pipe[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) result.term_signal = WTERMSIG(status);
+  return result;
+}
+
+// What every bad-arguments case must look like: exit 2, nothing on stdout, one short line
+// on stderr that starts with the tool's name and holds no control character but its newline.
+void check_one_line_usage_error(const palrt::testing::process_result& r, const std::string& tool) {
+  INFO("stderr: ", r.err.substr(0, 300));
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.empty());
+  CHECK(line_count(r.err) == 1);
+  CHECK(r.err.size() <= 200);
+  CHECK(r.err.rfind(tool + ": ", 0) == 0);
+  bool control = false;
+  for (std::size_t i = 0; i + 1 < r.err.size(); ++i)
+    control = control || static_cast<unsigned char>(r.err[i]) < 0x20 || r.err[i] == 0x7f;
+  CHECK_FALSE(control);
 }
 
 }  // namespace
@@ -49,7 +163,7 @@ TEST_CASE("palrt-startup: bad arguments print one line and exit 2") {
   const std::string bin = artefact("PALRT_TEST_STARTUP");
   for (auto args : std::vector<std::vector<std::string>>{
            {"--bogus"}, {"--order", "sideways"}, {"--threads", "-1"}, {"--threads", "many"}, {"--report", "xml"},
-           {"extra-positional"}}) {
+           {"--sync-worker", "sometimes"}, {"--sync-worker", "Eager"}, {"--sync-worker"}, {"extra-positional"}}) {
     args.insert(args.begin(), bin);
     auto r = run_process(args);
     CAPTURE(args.back());
@@ -76,45 +190,50 @@ TEST_CASE("palrt-startup: --help and --version exit 0; the default run prints no
 }
 
 TEST_CASE("palrt-startup: the JSON report parses and has every field, for each order") {
-  for (const char* order : {"registered-first", "threads-first", "no-membarrier"}) {
+  for (const std::string order : {"registered-first", "threads-first", "no-membarrier"}) {
     CAPTURE(order);
     json j = startup_json({"--order", order, "--threads", "2"});
     REQUIRE(j.is_object());
-    for (const char* key : {"order", "barrier_strategy", "registered_by", "kernel"}) {
+    for (const std::string key : {"order", "sync_worker", "barrier_strategy", "registered_by", "kernel"}) {
       CAPTURE(key);
-      REQUIRE(j.has(key));
-      CHECK(j[key].is_string());
+      REQUIRE(j.contains(key));
+      CHECK(j.at(key).is_string());
     }
-    for (const char* key : {"membarrier_mask", "registration_ns", "bootstrap_ns",
-                            "shutdown_ns", "processor_count", "online_cpus", "rcu_expedited", "extra_threads"}) {
+    for (const std::string key : {"membarrier_mask", "registration_ns", "bootstrap_ns",
+                                  "shutdown_ns", "processor_count", "online_cpus", "rcu_expedited", "extra_threads"}) {
       CAPTURE(key);
-      REQUIRE(j.has(key));
-      CHECK(j[key].is_number());
+      REQUIRE(j.contains(key));
+      CHECK(j.at(key).is_number());
     }
-    CHECK(j["order"].as_string() == order);
-    CHECK(j["extra_threads"].as_number() == 2);
-    CHECK(j["bootstrap_ns"].as_number() > 0);
-    CHECK(j["shutdown_ns"].as_number() > 0);
-    REQUIRE(j["phases"].is_array());
-    CHECK(j["phases"].as_array().size() == 3);
-    for (const auto& p : j["phases"].as_array()) {
-      CHECK(p["name"].is_string());
-      CHECK(p["start_ns"].is_number());
-      CHECK(p["duration_ns"].as_number() > 0);
+    REQUIRE(j.contains("sync_worker_started"));
+    CHECK(j.at("sync_worker_started").is_boolean());
+    REQUIRE(j.contains("shutdown_clean"));
+    CHECK(j.at("shutdown_clean").get<bool>() == true);
+    CHECK(j.at("order").get<std::string>() == order);
+    CHECK(j.at("extra_threads").get<double>() == 2);
+    CHECK(j.at("bootstrap_ns").get<double>() > 0);
+    CHECK(j.at("shutdown_ns").get<double>() > 0);
+    REQUIRE(j.at("phases").is_array());
+    CHECK(j.at("phases").size() == 3);
+    for (const auto& p : j.at("phases")) {
+      CHECK(p.at("name").is_string());
+      CHECK(p.at("start_ns").is_number());
+      CHECK(p.at("duration_ns").get<double>() > 0);
     }
-    const std::string by = j["registered_by"].as_string();
-    if (std::string(order) == "no-membarrier" || !membarrier_available()) {
+    const std::string by = j.at("registered_by").get<std::string>();
+    if (order == "no-membarrier" || !membarrier_available()) {
       CHECK(by == "none");
-      CHECK(j["barrier_strategy"].as_string() != "membarrier");
+      CHECK(j.at("barrier_strategy").get<std::string>() != "membarrier");
     } else {
       CHECK(by == "bootstrap");
-      CHECK(j["barrier_strategy"].as_string() == "membarrier");
+      CHECK(j.at("barrier_strategy").get<std::string>() == "membarrier");
       // A report counts (never infers) the threads at registration: main alone, or main and
-      // both service threads for threads-first (a sanitizer may add its own).
-      if (std::string(order) == "registered-first")
-        CHECK(j["threads_at_registration"].as_number() == 1);
+      // the finalizer at least for threads-first (a sanitizer may add its own).
+      REQUIRE(j.at("threads_at_registration").is_number());
+      if (order == "registered-first")
+        CHECK(j.at("threads_at_registration").get<double>() == 1);
       else
-        CHECK(j["threads_at_registration"].as_number() >= 3);
+        CHECK(j.at("threads_at_registration").get<double>() >= 2);
     }
   }
 }
@@ -122,12 +241,12 @@ TEST_CASE("palrt-startup: the JSON report parses and has every field, for each o
 TEST_CASE("palrt-startup: under the preload shim, threads-first reports registered_by preload with 1 thread") {
   if (!membarrier_available()) return;
   json j = startup_json({"--order", "threads-first"}, {palrt::testing::preload_env(artefact("PALRT_TEST_SHIM")), {}});
-  CHECK(j["registered_by"].as_string() == "preload");
+  CHECK(j.at("registered_by").get<std::string>() == "preload");
   // The shim does not count threads on a fast-looking registration (procfs stays off every
   // preloaded program's startup path); the report says it was inferred and gives no count.
-  CHECK(j["fast_path_inferred"].is_bool());
-  CHECK(j["fast_path_inferred"].as_bool() == true);
-  CHECK(j["threads_at_registration"].is_null());
+  REQUIRE(j.at("fast_path_inferred").is_boolean());
+  CHECK(j.at("fast_path_inferred").get<bool>() == true);
+  CHECK(j.at("threads_at_registration").is_null());
   // How fast the bootstrap's own late REGISTER returned is a benchmark (scripts/bench-startup.sh,
   // the shim row), not a test: with rcu_expedited=1 it is fast without the shim too.
 }
@@ -174,21 +293,239 @@ TEST_CASE("palrt-bench: bad arguments exit 2; barrier --quick --json parses with
   auto r = run_process({bench, "barrier", "--quick", "--json", "--threads", "1"}, {{}, {}, std::chrono::seconds(120)});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
-  json j = parse_json(r.out);
-  CHECK(j["component"].as_string() == "barrier");
-  CHECK(j["machine"]["nproc"].as_number() >= 1);
-  CHECK(j["machine"]["kernel"].is_string());
-  CHECK(j["machine"]["barrier_strategy"].is_string());
+  json j = json::parse(r.out);
+  CHECK(j.at("component").get<std::string>() == "barrier");
+  CHECK(j.at("machine").at("nproc").get<double>() >= 1);
+  CHECK(j.at("machine").at("kernel").is_string());
+  CHECK(j.at("machine").at("barrier_strategy").is_string());
   std::set<std::string> variants;
-  for (const auto& row : j["results"].as_array()) {
-    CHECK(row["case"].as_string() == "flush");
-    CHECK(row["metric"].as_string() == "ns_per_op");
-    CHECK(row["threads"].as_number() == 1);
-    CHECK(row["value"].as_number() > 0);
-    variants.insert(row["variant"].as_string());
+  for (const auto& row : j.at("results")) {
+    CHECK(row.at("case").get<std::string>() == "flush");
+    CHECK(row.at("metric").get<std::string>() == "ns_per_op");
+    CHECK(row.at("threads").get<double>() == 1);
+    CHECK(row.at("value").get<double>() > 0);
+    variants.insert(row.at("variant").get<std::string>());
   }
   CHECK(variants.count("palrt") == 1);
   CHECK(variants.count("mprotect") == 1);
   CHECK(variants.count("signal") == 1);
   if (membarrier_available()) CHECK(variants.count("raw-membarrier") == 1);
+}
+
+// --- A report that was not written is a failure ---------------------------------------------
+
+TEST_CASE("palrt-startup: output that cannot be written exits 1 with one line on stderr") {
+  const std::string bin = artefact("PALRT_TEST_STARTUP");
+  for (const auto kind : all_lost_stdouts) {
+    for (const auto& args : std::vector<std::vector<std::string>>{
+             {"--report", "json"}, {"--report", "text"}, {"doctor"}, {"--help"}, {"--version"}}) {
+      std::vector<std::string> argv{bin};
+      argv.insert(argv.end(), args.begin(), args.end());
+      const std::string what = joined(args) + " " + describe(kind);
+      CAPTURE(what);
+      auto r = run_with_lost_stdout(argv, kind);
+      INFO("stderr: ", r.err);
+      CHECK(r.term_signal == 0);
+      CHECK(r.exit_code == 1);
+      CHECK(line_count(r.err) == 1);
+      CHECK(r.err.rfind("palrt-startup: ", 0) == 0);
+      CHECK(r.err.find("stdout") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("palrt-startup: a run without a report writes nothing, so a lost stdout is no failure") {
+  const std::string bin = artefact("PALRT_TEST_STARTUP");
+  for (const auto kind : all_lost_stdouts) {
+    CAPTURE(describe(kind));
+    auto r = run_with_lost_stdout({bin}, kind);
+    INFO("stderr: ", r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.empty());
+  }
+}
+
+TEST_CASE("palrt-bench: output that cannot be written exits 1 and says so on stderr") {
+  const char* bench = std::getenv("PALRT_TEST_BENCH");
+  if (!bench) return;  // built with -Dbench=false
+  for (const auto kind : all_lost_stdouts) {
+    for (const auto& args : std::vector<std::vector<std::string>>{
+             {"barrier", "--quick", "--threads", "1"}, {"--help"}, {"--version"}}) {
+      std::vector<std::string> argv{bench};
+      argv.insert(argv.end(), args.begin(), args.end());
+      const std::string what = joined(args) + " " + describe(kind);
+      CAPTURE(what);
+      auto r = run_with_lost_stdout(argv, kind, std::chrono::seconds(120));
+      INFO("stderr: ", r.err);
+      CHECK(r.term_signal == 0);
+      CHECK(r.exit_code == 1);
+      // The benchmark's progress lines come first; the failure is the last line.
+      const std::string last = r.err.substr(r.err.rfind('\n', r.err.size() - 2) + 1);
+      CHECK(last.rfind("palrt-bench", 0) == 0);
+      CHECK(last.find("stdout") != std::string::npos);
+    }
+  }
+}
+
+// --- --threads is a decimal number ----------------------------------------------------------
+
+TEST_CASE("--threads takes decimal digits only, in palrt-startup and palrt-bench") {
+  const std::string bin = artefact("PALRT_TEST_STARTUP");
+  // Each of these was once read as a number: hex, octal, a sign, surrounding blanks.
+  const std::vector<std::string> not_decimal{"0x10", "010", "+3", " 5", "5 ", "-0", "1e1", "5.0", "",
+                                             "\xd9\xa3" /* ARABIC-INDIC DIGIT THREE */};
+  for (const auto& value : not_decimal) {
+    CAPTURE(value);
+    auto r = run_process({bin, "--threads", value});
+    check_one_line_usage_error(r, "palrt-startup");
+    CHECK(r.err.find("--threads") != std::string::npos);
+  }
+  for (const char* value : {"-1", "4097", "99999999999999999999999"}) {
+    CAPTURE(value);
+    check_one_line_usage_error(run_process({bin, "--threads", value}), "palrt-startup");
+  }
+  for (const auto& [value, count] : std::vector<std::pair<std::string, int>>{{"0", 0}, {"12", 12}}) {
+    CAPTURE(value);
+    CHECK(startup_json({"--threads", value}).at("extra_threads").get<int>() == count);
+  }
+
+  const char* bench = std::getenv("PALRT_TEST_BENCH");
+  if (!bench) return;  // built with -Dbench=false
+  for (const auto& value : not_decimal) {
+    CAPTURE(value);
+    // --quick: if a value were accepted, the run that follows stays short.
+    auto r = run_process({bench, "barrier", "--quick", "--threads", value}, {{}, {}, std::chrono::seconds(120)});
+    check_one_line_usage_error(r, "palrt-bench");
+    CHECK(r.err.find("--threads") != std::string::npos);
+  }
+  for (const char* value : {"0", "257"}) {
+    CAPTURE(value);
+    check_one_line_usage_error(run_process({bench, "barrier", "--quick", "--threads", value}), "palrt-bench");
+  }
+}
+
+// --- A bad value is echoed in one short line ------------------------------------------------
+
+// 100 KB of one character, and a value with every kind of line break and a terminal escape.
+std::vector<std::string> hostile_values() {
+  return {std::string(100000, 'x'), "a\nb\rc\x1b[31md\te\x7f" "f\x85g\xff"};
+}
+
+TEST_CASE("palrt-startup: a long or multi-line bad value gives one short line, whatever the option") {
+  const std::string bin = artefact("PALRT_TEST_STARTUP");
+  for (const auto& value : hostile_values()) {
+    for (const auto& args : std::vector<std::vector<std::string>>{
+             {"--order", value}, {"--order=" + value}, {"--threads", value}, {"--report", value},
+             {"--sync-worker", value}, {value}, {"--" + value}, {"doctor", value}, {"--version=" + value}}) {
+      std::vector<std::string> argv{bin};
+      argv.insert(argv.end(), args.begin(), args.end());
+      CAPTURE(args.front().substr(0, 16));
+      check_one_line_usage_error(run_process(argv), "palrt-startup");
+    }
+  }
+  // The start of the value is shown, so the user can see which argument it was.
+  auto r = run_process({bin, "--order", std::string(100000, 'x')});
+  CHECK(r.err.find("--order") != std::string::npos);
+  CHECK(r.err.find("xxxxxxxxxxxxxxxxxxxx") != std::string::npos);
+}
+
+TEST_CASE("palrt-bench: a long or multi-line bad value gives one short line, whatever the option") {
+  const char* bench = std::getenv("PALRT_TEST_BENCH");
+  if (!bench) return;  // built with -Dbench=false
+  for (const auto& value : hostile_values()) {
+    for (const auto& args : std::vector<std::vector<std::string>>{
+             {"barrier", "--quick", "--threads", value}, {"--threads=" + value, "barrier", "--quick"}, {value},
+             {"barrier", value}, {"--" + value}, {"--json=" + value, "barrier", "--quick"}}) {
+      std::vector<std::string> argv{bench};
+      argv.insert(argv.end(), args.begin(), args.end());
+      CAPTURE(args.front().substr(0, 16));
+      check_one_line_usage_error(run_process(argv, {{}, {}, std::chrono::seconds(120)}), "palrt-bench");
+    }
+  }
+}
+
+// --- doctor takes no options of the run -----------------------------------------------------
+
+TEST_CASE("palrt-startup doctor: an option of the run is an error, before or after doctor") {
+  const std::string bin = artefact("PALRT_TEST_STARTUP");
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"doctor", "--threads", "3"}, {"--threads", "3", "doctor"}, {"--report", "json", "doctor"},
+           {"doctor", "--report", "json"}, {"--order", "threads-first", "doctor"},
+           {"doctor", "--sync-worker", "eager"}}) {
+    std::vector<std::string> argv{bin};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const std::string option = args[0] == "doctor" ? args[1] : args[0];
+    CAPTURE(option);
+    CAPTURE(args.front());
+    auto r = run_process(argv);
+    check_one_line_usage_error(r, "palrt-startup");
+    CHECK(r.err.find(option) != std::string::npos);
+    CHECK(r.err.find("doctor") != std::string::npos);
+  }
+}
+
+// --- The sync worker, as a host gets it by default ------------------------------------------
+
+TEST_CASE("palrt-startup: the sync worker starts lazily, as bootstrap()'s default; --sync-worker eager starts it") {
+  for (const auto& args : std::vector<std::vector<std::string>>{{}, {"--sync-worker", "lazy"}}) {
+    json j = startup_json(args);
+    CHECK(j.at("sync_worker").get<std::string>() == "lazy");
+    CHECK(j.at("sync_worker_started").get<bool>() == false);
+  }
+  json eager = startup_json({"--sync-worker", "eager"});
+  CHECK(eager.at("sync_worker").get<std::string>() == "eager");
+  CHECK(eager.at("sync_worker_started").get<bool>() == true);
+
+  // threads-first registers after the service threads bootstrap started: the finalizer, and
+  // the sync worker only when it is eager (a sanitizer may add a thread of its own).
+  if (membarrier_available()) {
+    CHECK(startup_json({"--order", "threads-first"}).at("threads_at_registration").get<int>() >= 2);
+    CHECK(startup_json({"--order", "threads-first", "--sync-worker", "eager"})
+              .at("threads_at_registration")
+              .get<int>() >= 3);
+  }
+
+  const std::string bin = artefact("PALRT_TEST_STARTUP");
+  auto text = run_process({bin, "--report", "text"});
+  CHECK(text.exit_code == 0);
+  CHECK(text.out.find("sync worker        lazy (not started)") != std::string::npos);
+  text = run_process({bin, "--report", "text", "--sync-worker", "eager"});
+  CHECK(text.out.find("sync worker        eager (started)") != std::string::npos);
+}
+
+// --- The C floor -----------------------------------------------------------------------------
+
+TEST_CASE("palrt-startup-reference: one thread by default, two with --threads 2, other arguments exit 2") {
+  const std::string ref = artefact("PALRT_TEST_REFERENCE");
+  // It needs membarrier: where seccomp denies it, it fails (exit 1) as it documents.
+  const int expected = membarrier_available() ? 0 : 1;
+  for (const auto& args : std::vector<std::vector<std::string>>{{}, {"--threads", "1"}, {"--threads", "2"}}) {
+    std::vector<std::string> argv{ref};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto r = run_process(argv);
+    INFO(r.err);
+    CHECK(r.exit_code == expected);
+    CHECK(r.out.empty());
+  }
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"--threads"}, {"--threads", "3"}, {"--threads", "02"}, {"2"}, {"--threads", "2", "extra"}}) {
+    std::vector<std::string> argv{ref};
+    argv.insert(argv.end(), args.begin(), args.end());
+    CAPTURE(args.back());
+    check_one_line_usage_error(run_process(argv), "palrt-startup-reference");
+  }
+}
+
+TEST_CASE("json_string, the tools' one JSON escaper: control characters escaped, bad UTF-8 as U+FFFD") {
+  using palrt::tools::json_string;
+  CHECK(json_string("plain") == "\"plain\"");
+  CHECK(json_string("q\"b\\") == "\"q\\\"b\\\\\"");
+  CHECK(json_string("a\nb\x01\x7f") == "\"a\\nb\\u0001\\u007f\"");
+  CHECK(json_string("caf\xc3\xa9") == "\"caf\xc3\xa9\"");  // valid UTF-8 passes as it is
+  CHECK(json_string("\xff" "x\xc3") == "\"\\ufffdx\\ufffd\"");
+  CHECK(json_string("\xed\xa0\x80") == "\"\\ufffd\\ufffd\\ufffd\"");  // a surrogate is not UTF-8
+  // Whatever the bytes, the result parses back as one JSON string.
+  std::string every_byte;
+  for (int c = 0; c < 256; ++c) every_byte += static_cast<char>(c);
+  CHECK(json::parse(json_string(every_byte)).is_string());
 }

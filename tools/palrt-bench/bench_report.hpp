@@ -70,10 +70,6 @@ class bench_report {
   std::vector<std::pair<std::string, std::string>> case_descriptions_;
 };
 
-// `s` as a JSON string literal, quotes included. Control characters are escaped; bytes that
-// are not valid UTF-8 become U+FFFD, so the output is valid JSON whatever the input.
-std::string json_string(std::string_view s);
-
 // `v` as a JSON number (up to 9 significant digits), or null if it is not finite.
 std::string json_number(double v);
 

@@ -4,7 +4,8 @@
 //
 // The global options may also follow the component (`palrt-bench barrier --json`).
 // Exit status: 0 the report was printed; 1 the benchmark failed at run time (the message says
-// which component and why); 2 bad arguments (one line on stderr).
+// which component and why) or its report could not be written; 2 bad arguments (one line on
+// stderr).
 
 #include <exception>
 #include <iostream>
@@ -18,6 +19,8 @@
 
 #include "bench_component.hpp"
 #include "bench_report.hpp"
+#include "common/arguments.hpp"
+#include "common/output.hpp"
 
 #ifndef PALRT_BENCH_VERSION
 #define PALRT_BENCH_VERSION "unknown"
@@ -33,17 +36,11 @@ constexpr bench_registrar registry[] = {
     register_barrier,
 };
 
-// CLI11's and the components' messages, kept to one line whatever they contain.
-std::string one_line(std::string_view message) {
-  std::string s(message);
-  for (char& c : s) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  return s;
-}
+using palrt::tools::one_line;
 
-int bad_arguments(std::string_view message) {
-  std::cerr << "palrt-bench: " << one_line(message) << " (see palrt-bench --help)\n";
+// CLI11's and the components' messages, kept to one short line whatever the user typed.
+int bad_arguments(std::string_view message, int argc, char** argv) {
+  std::cerr << "palrt-bench: " << one_line(message, argc, argv) << " (see palrt-bench --help)\n";
   return 2;
 }
 
@@ -53,11 +50,12 @@ int main(int argc, char** argv) {
   CLI::App tool{"Measures palrt components beside their baselines in one run and prints palrt/baseline ratios.",
                 "palrt-bench"};
   bench_settings settings;
-  int threads = 0;
+  std::string threads_text;
   tool.add_flag("--json", settings.json, "Print one JSON object (the DESIGN.md format) instead of the table");
   CLI::Option* threads_option =
-      tool.add_option("--threads", threads, "Measure only this thread count (default: each component's own list)")
-          ->check(CLI::Range(1, 256));
+      tool.add_option("--threads", threads_text, "Measure only this thread count (default: each component's own list)")
+          ->check(palrt::tools::count_in(1, 256))  // checked as text: CLI11 would read 010 as 8
+          ->type_name("N");
   tool.add_flag("--quick", settings.quick, "Short run for smoke tests: 3 repetitions of 20 ms instead of 7 of 200 ms");
   tool.set_version_flag("--version", "palrt-bench " PALRT_BENCH_VERSION);
   // Lets the global options follow the component. Subcommands copy this setting when they are
@@ -73,12 +71,13 @@ int main(int argc, char** argv) {
 
   try {
     tool.parse(argc, argv);
-  } catch (const CLI::Success& e) {  // --help, --version
-    return tool.exit(e);
+  } catch (const CLI::Success& e) {  // --help, --version: output that must reach its reader too
+    const int status = tool.exit(e);
+    return palrt::tools::finish_stdout("palrt-bench") ? status : 1;
   } catch (const CLI::ParseError& e) {
-    return bad_arguments(e.what());
+    return bad_arguments(e.what(), argc, argv);
   }
-  if (*threads_option) settings.threads = threads;
+  if (*threads_option) settings.threads = palrt::tools::parse_count(threads_text, 1, 256);
 
   const bench_subcommand* chosen = nullptr;
   for (const auto& c : components) {
@@ -87,7 +86,7 @@ int main(int argc, char** argv) {
   if (chosen == nullptr) {
     std::string names;
     for (const auto& c : components) names += (names.empty() ? "" : ", ") + c.command->get_name();
-    return bad_arguments("no component given; one of: " + names);
+    return bad_arguments("no component given; one of: " + names, argc, argv);
   }
   const std::string name = chosen->command->get_name();
 
@@ -105,7 +104,7 @@ int main(int argc, char** argv) {
   try {
     chosen->run(settings, report);
   } catch (const usage_error& e) {
-    return bad_arguments(e.what());
+    return bad_arguments(e.what(), argc, argv);
   } catch (const std::exception& e) {
     std::cerr << "palrt-bench " << name << ": " << one_line(e.what()) << '\n';
     return 1;
@@ -121,10 +120,5 @@ int main(int argc, char** argv) {
   } else {
     report.print_table(std::cout, machine);
   }
-  std::cout.flush();
-  if (!std::cout) {
-    std::cerr << "palrt-bench " << name << ": writing the report to stdout failed\n";
-    return 1;
-  }
-  return 0;
+  return palrt::tools::finish_stdout(("palrt-bench " + name).c_str()) ? 0 : 1;
 }

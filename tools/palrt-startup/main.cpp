@@ -1,15 +1,27 @@
 // palrt-startup: run palrt's ordered bootstrap once and exit, for hyperfine to time.
 //
+// It starts what a host gets from bootstrap() with its defaults, so the time measured is the
+// time a host pays: the sync manager's worker starts lazily, when first needed, which here is
+// never. --sync-worker eager reproduces the eager start (CoreCLR's PAL starts that thread
+// during startup).
+//
 // Startup cost is the product here: everything not needed for the chosen report waits
 // until it is needed (system facts and the shim probe are read only when a report prints).
+//
+// Exit status: 0 done, and the report (if one was asked for) written; 1 a runtime failure:
+// startup failed, a thread was not joined in time, or the output could not be written;
+// 2 bad arguments. Each failure is one line on stderr.
 #include <CLI/App.hpp>
 #include <CLI/Config.hpp>
 #include <CLI/Formatter.hpp>
 
 #include <cstdio>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "common/arguments.hpp"
+#include "common/output.hpp"
 #include "doctor.hpp"
 #include "palrt/pal/thread_factory.hpp"
 #include "palrt/pal/wake_event.hpp"
@@ -20,34 +32,44 @@
 
 namespace {
 
+constexpr const char* tool = "palrt-startup";
 constexpr const char* version = "palrt-startup " PALRT_VERSION;
 
-int run(palrt::startup::ordering order, int extra_threads, const std::string& report) {
+struct run_settings {
+  palrt::startup::ordering order = palrt::startup::ordering::registered_first;
+  palrt::startup::sync_worker_start sync_worker = palrt::startup::sync_worker_start::lazy;
+  int extra_threads = 0;
+  std::string report = "none";
+};
+
+int run(const run_settings& settings) {
   using namespace palrt;
-  startup::options opts;
-  opts.order = order;
-  opts.sync_worker = startup::sync_worker_start::eager;  // the full service set, as CoreCLR starts it
+  startup::options opts;  // bootstrap()'s defaults, but for what the command line says
+  opts.order = settings.order;
+  opts.sync_worker = settings.sync_worker;
   // A report shows the thread count at registration, not only the inference from timing.
-  opts.count_threads_at_registration = report != "none";
+  opts.count_threads_at_registration = settings.report != "none";
   std::unique_ptr<startup::runtime> rt;
   try {
     rt = startup::bootstrap(opts);
   } catch (const startup::startup_error& e) {
-    std::fprintf(stderr, "palrt-startup: %s\n", e.what());
+    std::fprintf(stderr, "%s: %s\n", tool, tools::one_line(e.what()).c_str());
     return 1;
   }
+  // Read now: once shutdown has joined the worker it no longer counts as started.
+  const bool sync_worker_started = rt->services().sync_manager && rt->services().sync_manager->worker_started();
 
   // Extra idle threads, through the factory like every palrt thread.
   pal::wake_event release;
   std::vector<pal::managed_thread> extra;
   try {
-    for (int i = 0; i < extra_threads; ++i)
+    for (int i = 0; i < settings.extra_threads; ++i)
       extra.push_back(pal::start_thread({"palrt-idle-" + std::to_string(i), 0}, [&release] {
         release.wait();
         release.set();  // pass the wake-up on to the next idle thread
       }));
   } catch (const std::system_error& e) {
-    std::fprintf(stderr, "palrt-startup: extra thread %zu: %s\n", extra.size(), e.what());
+    std::fprintf(stderr, "%s: extra thread %zu: %s\n", tool, extra.size(), tools::one_line(e.what()).c_str());
     release.set();
     for (auto& t : extra) t.join();
     rt->shutdown();
@@ -61,41 +83,87 @@ int run(palrt::startup::ordering order, int extra_threads, const std::string& re
   clean = rt->shutdown().clean() && clean;
   const std::int64_t shutdown_ns = palrt_monotonic_ns() - t0;
 
-  tools::run_facts facts{&rt->report(), shutdown_ns, extra_threads, clean};
-  if (report == "json") tools::print_json_report(stdout, facts);
-  if (report == "text") tools::print_text_report(stdout, facts);
+  bool written = true;
+  if (settings.report != "none") {
+    tools::run_facts facts{&rt->report(), shutdown_ns, settings.extra_threads, clean, settings.sync_worker,
+                           sync_worker_started};
+    if (settings.report == "json") tools::print_json_report(stdout, facts);
+    if (settings.report == "text") tools::print_text_report(stdout, facts);
+    written = tools::finish_stdout(tool);
+  }
   if (!clean) {
-    std::fprintf(stderr, "palrt-startup: a thread was not joined within %lld ms\n",
+    std::fprintf(stderr, "%s: a thread was not joined within %lld ms\n", tool,
                  static_cast<long long>(opts.stop_timeout.count()));
     return 1;
   }
-  return 0;
+  return written ? 0 : 1;
+}
+
+int bad_arguments(std::string_view message, int argc, char** argv) {
+  std::fprintf(stderr, "%s: %s (see --help)\n", tool, palrt::tools::one_line(message, argc, argv).c_str());
+  return 2;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Runs palrt's ordered bootstrap (membarrier registration, then the service threads), "
-               "shuts down and exits. Time it with hyperfine; read it with --report.",
+  using palrt::tools::count_in;
+  using palrt::tools::one_of;
+  CLI::App app{"Runs palrt's ordered bootstrap (membarrier registration, then the service threads) with "
+               "bootstrap()'s defaults, shuts down and exits. Time it with hyperfine; read it with --report.",
                "palrt-startup"};
   std::string order_name = "registered-first";
-  int extra_threads = 0;
+  std::string threads_text = "0";
+  std::string sync_worker_name = "lazy";
   std::string report = "none";
-  app.add_option("--order", order_name, "registered-first (default), threads-first, no-membarrier")
-      ->check(CLI::IsMember({"registered-first", "threads-first", "no-membarrier"}));
-  app.add_option("--threads", extra_threads, "extra idle threads to start through the thread factory")
-      ->check(CLI::Range(0, 4096));
-  app.add_option("--report", report, "none (default), text or json")->check(CLI::IsMember({"none", "text", "json"}));
+  // Values are checked as text, with messages that show a bad value in one short line.
+  CLI::Option* const run_options[] = {
+      app.add_option("--order", order_name, "registered-first (default), threads-first, no-membarrier")
+          ->check(one_of({"registered-first", "threads-first", "no-membarrier"}))
+          ->type_name("ORDER"),
+      app.add_option("--threads", threads_text, "extra idle threads to start through the thread factory (default 0)")
+          ->check(count_in(0, 4096))
+          ->type_name("N"),
+      app.add_option("--sync-worker", sync_worker_name,
+                     "when the sync manager's worker starts: lazy (default, as bootstrap() does: when first "
+                     "needed, so not in this run) or eager (during bootstrap, as CoreCLR's PAL does)")
+          ->check(one_of({"lazy", "eager"}))
+          ->type_name("WHEN"),
+      app.add_option("--report", report, "none (default), text or json")
+          ->check(one_of({"none", "text", "json"}))
+          ->type_name("FORMAT"),
+  };
   app.set_version_flag("--version", version);
-  auto* doctor = app.add_subcommand("doctor", "report what this machine offers palrt and what it would choose");
+  auto* doctor = app.add_subcommand("doctor",
+                                    "report what this machine offers palrt and what it would choose "
+                                    "(takes none of the options above)");
+  // Options after `doctor` reach the main command, so `doctor --threads 3` and
+  // `--threads 3 doctor` are refused alike, with the same message, below.
+  doctor->fallthrough();
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-    std::fprintf(stderr, "palrt-startup: %s (see --help)\n", e.what());
-    return 2;
+    if (e.get_exit_code() == 0) {  // --help, --version: output that must reach its reader too
+      const int status = app.exit(e);
+      return palrt::tools::finish_stdout(tool) ? status : 1;
+    }
+    return bad_arguments(e.what(), argc, argv);
   }
-  if (doctor->parsed()) return palrt::tools::run_doctor(stdout);
-  return run(*palrt::startup::parse_ordering(order_name), extra_threads, report);
+  if (doctor->parsed()) {
+    for (const CLI::Option* option : run_options)
+      if (option->count() > 0)
+        return bad_arguments("doctor takes none of the run's options, and " + option->get_name() + " was given",
+                             argc, argv);
+    const int status = palrt::tools::run_doctor(stdout);
+    return palrt::tools::finish_stdout(tool) ? status : 1;
+  }
+
+  run_settings settings;
+  settings.order = *palrt::startup::parse_ordering(order_name);
+  settings.sync_worker = sync_worker_name == "eager" ? palrt::startup::sync_worker_start::eager
+                                                     : palrt::startup::sync_worker_start::lazy;
+  settings.extra_threads = *palrt::tools::parse_count(threads_text, 0, 4096);
+  settings.report = report;
+  return run(settings);
 }

@@ -2,6 +2,7 @@
 
 #include <cinttypes>
 
+#include "common/json_string.hpp"
 #include "palrt/pal/cpu.hpp"
 #include "palrt/startup/preload_probe.hpp"
 #include "palrt/startup/system_facts.hpp"
@@ -10,18 +11,11 @@ namespace palrt::tools {
 namespace {
 
 // Every string printed here is one of palrt's own identifiers or the kernel release, which
-// contain no characters JSON needs escaped; escape anyway so that stays true by construction.
-void json_string(std::FILE* out, std::string_view s) {
-  std::fputc('"', out);
-  for (char c : s) {
-    if (c == '"' || c == '\\') std::fputc('\\', out);
-    if (static_cast<unsigned char>(c) < 0x20) {
-      std::fprintf(out, "\\u%04x", c);
-      continue;
-    }
-    std::fputc(c, out);
-  }
-  std::fputc('"', out);
+// need no escaping today; escape anyway so the report stays valid JSON by construction.
+void put_json_string(std::FILE* out, std::string_view s) { std::fputs(json_string(s).c_str(), out); }
+
+const char* sync_worker_name(startup::sync_worker_start when) {
+  return when == startup::sync_worker_start::eager ? "eager" : "lazy";
 }
 
 }  // namespace
@@ -30,11 +24,14 @@ void print_json_report(std::FILE* out, const run_facts& f) {
   const auto& r = *f.startup;
   const auto reg = startup::summarize_registration(r);
   std::fputs("{\"order\":", out);
-  json_string(out, startup::to_string(r.order));
+  put_json_string(out, startup::to_string(r.order));
+  std::fputs(",\"sync_worker\":", out);
+  put_json_string(out, sync_worker_name(f.sync_worker));
+  std::fprintf(out, ",\"sync_worker_started\":%s", f.sync_worker_started ? "true" : "false");
   std::fprintf(out, ",\"membarrier_mask\":%" PRIu32 ",\"barrier_strategy\":", r.barrier.membarrier_mask);
-  json_string(out, pal::to_string(r.barrier.strategy));
+  put_json_string(out, pal::to_string(r.barrier.strategy));
   std::fputs(",\"registered_by\":", out);
-  json_string(out, startup::to_string(reg.registered_by));
+  put_json_string(out, startup::to_string(reg.registered_by));
   // A count only when one was taken: null otherwise, never a guess presented as a count.
   if (reg.threads_at_registration > 0)
     std::fprintf(out, ",\"threads_at_registration\":%d", reg.threads_at_registration);
@@ -45,7 +42,7 @@ void print_json_report(std::FILE* out, const run_facts& f) {
   std::fputs(",\"phases\":[", out);
   for (std::size_t i = 0; i < r.phases.size(); ++i) {
     std::fputs(i ? ",{\"name\":" : "{\"name\":", out);
-    json_string(out, r.phases[i].name);
+    put_json_string(out, r.phases[i].name);
     std::fprintf(out, ",\"start_ns\":%" PRId64 ",\"duration_ns\":%" PRId64 "}", r.phases[i].start_ns,
                  r.phases[i].duration_ns);
   }
@@ -55,7 +52,7 @@ void print_json_report(std::FILE* out, const run_facts& f) {
                ",\"rcu_expedited\":%d,\"kernel\":",
                r.bootstrap_ns, r.running_wait_ns, f.shutdown_ns, f.shutdown_clean ? "true" : "false", f.extra_threads,
                pal::processor_count(), pal::online_cpus(), startup::rcu_expedited());
-  json_string(out, startup::kernel_release());
+  put_json_string(out, startup::kernel_release());
   std::fputs("}\n", out);
 }
 
@@ -64,6 +61,8 @@ void print_text_report(std::FILE* out, const run_facts& f) {
   const auto reg = startup::summarize_registration(r);
   std::fprintf(out, "order              %.*s\n", static_cast<int>(startup::to_string(r.order).size()),
                startup::to_string(r.order).data());
+  std::fprintf(out, "sync worker        %s (%s)\n", sync_worker_name(f.sync_worker),
+               f.sync_worker_started ? "started" : "not started");
   std::fprintf(out, "barrier strategy   %s%s\n", std::string(pal::to_string(r.barrier.strategy)).c_str(),
                r.barrier.forced ? " (forced by PALRT_BARRIER)" : "");
   std::fprintf(out, "membarrier mask    0x%" PRIx32 "\n", r.barrier.membarrier_mask);

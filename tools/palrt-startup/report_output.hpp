@@ -14,6 +14,8 @@ struct run_facts {
   std::int64_t shutdown_ns = 0;  // runtime shutdown plus joining the extra threads
   int extra_threads = 0;
   bool shutdown_clean = true;
+  startup::sync_worker_start sync_worker = startup::sync_worker_start::lazy;  // as asked for
+  bool sync_worker_started = false;  // whether bootstrap started the worker (and it ran)
 };
 
 void print_text_report(std::FILE* out, const run_facts& facts);
