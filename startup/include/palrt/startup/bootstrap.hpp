@@ -46,7 +46,7 @@ struct runtime_services {
 
 enum class sync_worker_start {
   lazy,   // at the first request that needs it (the default)
-  eager,  // during bootstrap, like CoreCLR's PAL (the CLI and the benchmark use this)
+  eager,  // during bootstrap, like CoreCLR's PAL (palrt-startup --sync-worker eager)
 };
 
 struct options {
