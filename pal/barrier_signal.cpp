@@ -36,6 +36,8 @@
 //   another round for the threads no round of this flush has covered yet. (A thread that
 //   exits in the instant between the walk reaching it and its entry being written cuts the
 //   listing short without that trace; that window is not covered.)
+// - fork() waits for a round in progress (pthread_atfork takes round_mutex), so a child
+//   never starts with the lock held by a thread it does not have.
 // - tgkill fails with EAGAIN when the user's queue of pending signals is full
 //   (RLIMIT_SIGPENDING; the barrier signal is a real-time one, so it is queued): no signal
 //   was sent, so the target is sent it again while the flusher waits.
