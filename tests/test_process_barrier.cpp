@@ -670,9 +670,17 @@ PALRT_FRESH_PROCESS(signal_in_pid_namespace_without_its_proc) {
   return code;
 }
 
+// PALRT_BARRIER=signal, in a process whose /proc will not be its own.
+std::vector<std::string> signal_in_foreign_proc_env() {
+  auto env = palrt::testing::foreign_proc_env();
+  env.push_back("PALRT_BARRIER=signal");
+  return env;
+}
+
 TEST_CASE("process barrier: signal strategy: refuses a /proc of another PID namespace at initialisation") {
   // The /proc listing gives the parent namespace's thread ids; tgkill takes this one's.
-  auto child = run_fresh("signal_in_pid_namespace_without_its_proc", {{"PALRT_BARRIER=signal"}, {}});
+  auto child = run_fresh("signal_in_pid_namespace_without_its_proc",
+                         {signal_in_foreign_proc_env(), {}});
   INFO(child.out, child.err);
   REQUIRE_FALSE(child.timed_out);
   if (child.exit_code == 2 && child.out.find("namespaces denied") != std::string::npos) {
@@ -705,7 +713,8 @@ PALRT_FRESH_PROCESS(signal_flush_forked_into_pid_namespace) {
 
 TEST_CASE("process barrier: signal strategy: a flush in a child forked into another PID namespace aborts rather than "
           "return without a barrier") {
-  auto child = run_fresh("signal_flush_forked_into_pid_namespace", {{"PALRT_BARRIER=signal"}, {}});
+  auto child = run_fresh("signal_flush_forked_into_pid_namespace",
+                         {signal_in_foreign_proc_env(), {}});
   INFO(child.out, child.err);
   REQUIRE_FALSE(child.timed_out);
   if (child.exit_code == 2 && child.out.find("namespaces denied") != std::string::npos) {

@@ -44,6 +44,10 @@ std::vector<std::string> preload_env(const std::string& shim);
 // cannot inspect a process after setuid and would turn a clean exit into a failure.
 std::vector<std::string> privilege_drop_env();
 
+// Environment for a fresh process that enters a PID namespace whose /proc is not its own:
+// LeakSanitizer lists the process's threads from /proc and dies with "fatal error" there.
+inline std::vector<std::string> foreign_proc_env() { return privilege_drop_env(); }
+
 using fresh_fn = int (*)();
 struct fresh_registrar {
   fresh_registrar(const char* name, fresh_fn fn);
