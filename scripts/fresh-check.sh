@@ -125,8 +125,10 @@ release_root() {
     *) echo "fresh-check: refusing to release '$root': not under $cache/roots" >&2; return 1 ;;
   esac
   [ -d "$root" ] || return 0
+  local t=$SECONDS
   kill_root_processes "$root"
   unmount_under "$root"
+  released_in="stopped and unmounted in $(elapsed "$t")"
   left=$(mounts_under "$root")
   if [ -n "$left" ]; then
     echo "fresh-check: still mounted, not removing $root:" >&2
@@ -139,13 +141,16 @@ release_root() {
     return 0
   fi
   # --one-file-system: even a mount this check missed is never descended into.
+  t=$SECONDS
   rm -rf --one-file-system "$root"
+  released_in+=", removed in $(elapsed "$t")"
 }
 
 # ---------------------------------------------------------------------------------------
 # Steps run in their own process group, so that on Ctrl-C or SIGTERM this script decides
 # the order: stop the step's group, then whatever else runs in the root, then unmount.
 step_pid=
+released_in=
 run_step() {
   local status=0
   set -m
@@ -157,15 +162,27 @@ run_step() {
   return "$status"
 }
 
+# True while process group $1 has a live member. Zombies do not count: the step's leader is
+# this script's child and stays a zombie until reaped, which kill -0 cannot tell apart.
+group_alive() {
+  cat /proc/[0-9]*/stat 2>/dev/null |
+    awk -v g="$1" '{ sub(/^.*\) /, "") } $3 == g && $1 != "Z" { found = 1 } END { exit !found }'
+}
+
 stop_step() {
-  local i
+  local i gone=0
   [ -n "$step_pid" ] || return 0
   kill -TERM -- "-$step_pid" 2>/dev/null || true
-  for ((i = 0; i < 100; i++)); do
-    kill -0 -- "-$step_pid" 2>/dev/null || { step_pid=; return 0; }
+  # Gone means seen gone twice in a row: one look at /proc can miss a child forked meanwhile.
+  for ((i = 0; i < 100 && gone < 2; i++)); do
+    if group_alive "$step_pid"; then gone=0; else gone=$((gone + 1)); fi
     sleep 0.1
   done
-  kill -KILL -- "-$step_pid" 2>/dev/null || true
+  if [ "$gone" -lt 2 ]; then
+    say "the step did not stop within 10 s of SIGTERM; sending SIGKILL"
+    kill -KILL -- "-$step_pid" 2>/dev/null || true
+  fi
+  wait "$step_pid" 2>/dev/null || true
   step_pid=
 }
 
@@ -177,12 +194,15 @@ cleanup() {
   set +e
   $cleaned && return 0
   cleaned=true
+  local t=$SECONDS
   stop_step
+  [ "$t" = "$SECONDS" ] || say "the running step stopped in $(elapsed "$t")"
   if [ -n "$scratch" ]; then
     release_root "$scratch"
   fi
   if [ -n "$root" ]; then
     if [ "$keep" = 1 ]; then release_root "$root" keep; else release_root "$root"; fi
+    say "root: $released_in"
   fi
   # The last word: nothing of this run may stay mounted.
   if [ -n "$root" ] && [ -n "$(mounts_under "$root")" ]; then
