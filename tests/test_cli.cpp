@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <set>
 #include <string>
 #include <vector>
@@ -253,14 +254,29 @@ TEST_CASE("palrt-startup: under the preload shim, threads-first reports register
 
 PALRT_FRESH_PROCESS(exec_startup_under_rlimit_nproc) {
   if (!palrt::testing::limit_tasks(1)) return 125;
-  const char* bin = std::getenv("PALRT_TEST_STARTUP");
+  // A copy the unprivileged user can reach: the build folder may sit under a home folder
+  // only its owner may enter (Debian's /root is 0700).
+  const char* bin = std::getenv("PALRT_TEST_STARTUP_COPY");
   execl(bin, bin, static_cast<char*>(nullptr));
   std::printf("exec: %s\n", std::strerror(errno));
   return 126;
 }
 
 TEST_CASE("palrt-startup: a startup failure exits 1 and names the phase and errno") {
-  auto r = run_fresh("exec_startup_under_rlimit_nproc", {palrt::testing::privilege_drop_env(), {}});
+  char dir_template[] = "/tmp/palrt-cli-XXXXXX";
+  REQUIRE(mkdtemp(dir_template) != nullptr);
+  const std::filesystem::path dir = dir_template;
+  struct remove_dir {
+    std::filesystem::path path;
+    ~remove_dir() { std::filesystem::remove_all(path); }
+  } cleanup{dir};
+  const auto copy = dir / "palrt-startup";
+  std::filesystem::copy_file(artefact("PALRT_TEST_STARTUP"), copy);
+  std::filesystem::permissions(dir, std::filesystem::perms(0755));
+  std::filesystem::permissions(copy, std::filesystem::perms(0755));
+  auto env = palrt::testing::privilege_drop_env();
+  env.push_back("PALRT_TEST_STARTUP_COPY=" + copy.string());
+  auto r = run_fresh("exec_startup_under_rlimit_nproc", {env, {}});
   INFO(r.out, r.err);
   CHECK(r.exit_code == 1);
   CHECK(line_count(r.err) == 1);
