@@ -206,6 +206,16 @@ def sync_worker(report):
     return f"{report['sync_worker']} ({started})"
 
 
+def threads_at_registration(report):
+    """The count the report gives, or why there is none (null: not counted)."""
+    count = report.get("threads_at_registration", "?")
+    if count is not None:
+        return count
+    if report.get("registered_by") == "none":
+        return "- (no registration)"
+    return "not counted (fast path inferred)" if report.get("fast_path_inferred") else "not counted"
+
+
 def phase_section(reports):
     groups = {}
     for r in reports:
@@ -214,7 +224,7 @@ def phase_section(reports):
     for (order, _), group in groups.items():
         body.append([order, distinct(sync_worker(r) for r in group), len(group),
                      distinct(r.get("registered_by", "?") for r in group),
-                     distinct(r.get("threads_at_registration", "?") for r in group),
+                     distinct(threads_at_registration(r) for r in group),
                      distinct(r.get("barrier_strategy", "?") for r in group),
                      median_us(group, "registration_ns"),
                      median_us(group, "bootstrap_ns"),
