@@ -181,6 +181,14 @@ std::string report_lines(const std::string& err) {
   return kept;
 }
 
+// The shimmed run printed, exited and reported exactly as the plain one.
+void check_same_report(const palrt::testing::process_result& plain, const palrt::testing::process_result& shimmed) {
+  CHECK(shimmed.out == plain.out);
+  CHECK(shimmed.exit_code == plain.exit_code);
+  CHECK(shimmed.term_signal == plain.term_signal);
+  CHECK(report_lines(shimmed.err) == report_lines(plain.err));
+}
+
 // Environment for the sanitizer programs: the sanitizers' defaults (meson test sets
 // ASAN_OPTIONS, which would turn ASan's exit status into an abort), plus `add`.
 run_options sanitizer_env(std::vector<std::string> add = {}) {
@@ -384,10 +392,7 @@ TEST_CASE("a ThreadSanitizer program behaves and reports the same under the shim
     CHECK(plain.out == "racy=2\n");
     CHECK(plain.exit_code == 66);  // TSan's exit status after a report
     CHECK(plain.err.find("WARNING: ThreadSanitizer: data race") != std::string::npos);
-    CHECK(shimmed.out == plain.out);
-    CHECK(shimmed.exit_code == plain.exit_code);
-    CHECK(shimmed.term_signal == plain.term_signal);
-    CHECK(report_lines(shimmed.err) == report_lines(plain.err));
+    check_same_report(plain, shimmed);
   }
 }
 
@@ -416,10 +421,7 @@ TEST_CASE("an AddressSanitizer program behaves and reports the same under the sh
     CHECK(plain.exit_code == 1);  // ASan's exit status after a report
     CHECK(plain.err.find("READ of size 4 at ") != std::string::npos);
     CHECK(plain.err.find("freed by thread T1 here:") != std::string::npos);
-    CHECK(shimmed.out == plain.out);
-    CHECK(shimmed.exit_code == plain.exit_code);
-    CHECK(shimmed.term_signal == plain.term_signal);
-    CHECK(report_lines(shimmed.err) == report_lines(plain.err));
+    check_same_report(plain, shimmed);
   }
 }
 

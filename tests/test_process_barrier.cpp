@@ -670,6 +670,14 @@ PALRT_FRESH_PROCESS(signal_in_pid_namespace_without_its_proc) {
   return code;
 }
 
+// True (and the test says it skips) when the fresh process could not create a PID namespace.
+bool namespaces_denied(const palrt::testing::process_result& child) {
+  REQUIRE_FALSE(child.timed_out);
+  if (child.exit_code != 2 || child.out.find("namespaces denied") == std::string::npos) return false;
+  MESSAGE("skipped: this process may not create a PID namespace: " << child.out);
+  return true;
+}
+
 // PALRT_BARRIER=signal, in a process whose /proc will not be its own.
 std::vector<std::string> signal_in_foreign_proc_env() {
   auto env = palrt::testing::foreign_proc_env();
@@ -679,14 +687,9 @@ std::vector<std::string> signal_in_foreign_proc_env() {
 
 TEST_CASE("process barrier: signal strategy: refuses a /proc of another PID namespace at initialisation") {
   // The /proc listing gives the parent namespace's thread ids; tgkill takes this one's.
-  auto child = run_fresh("signal_in_pid_namespace_without_its_proc",
-                         {signal_in_foreign_proc_env(), {}});
+  auto child = run_fresh("signal_in_pid_namespace_without_its_proc", {signal_in_foreign_proc_env(), {}});
   INFO(child.out, child.err);
-  REQUIRE_FALSE(child.timed_out);
-  if (child.exit_code == 2 && child.out.find("namespaces denied") != std::string::npos) {
-    MESSAGE("skipped: this process may not create a PID namespace: " << child.out);
-    return;
-  }
+  if (namespaces_denied(child)) return;
   CHECK(child.out.find("in new namespace=1") != std::string::npos);
   CHECK(child.out.find("strategy=signal") == std::string::npos);
   CHECK(child.out.find("unavailable " + std::to_string(ESRCH) + " ") != std::string::npos);
@@ -713,14 +716,9 @@ PALRT_FRESH_PROCESS(signal_flush_forked_into_pid_namespace) {
 
 TEST_CASE("process barrier: signal strategy: a flush in a child forked into another PID namespace aborts rather than "
           "return without a barrier") {
-  auto child = run_fresh("signal_flush_forked_into_pid_namespace",
-                         {signal_in_foreign_proc_env(), {}});
+  auto child = run_fresh("signal_flush_forked_into_pid_namespace", {signal_in_foreign_proc_env(), {}});
   INFO(child.out, child.err);
-  REQUIRE_FALSE(child.timed_out);
-  if (child.exit_code == 2 && child.out.find("namespaces denied") != std::string::npos) {
-    MESSAGE("skipped: this process may not create a PID namespace: " << child.out);
-    return;
-  }
+  if (namespaces_denied(child)) return;
   CHECK(child.out.find("strategy=signal") != std::string::npos);
   CHECK(child.out.find("namespace: waited=") == std::string::npos);  // the flush never returned
   CHECK(child.out.find("killed by signal " + std::to_string(SIGABRT)) != std::string::npos);
