@@ -189,6 +189,18 @@ void check_same_report(const palrt::testing::process_result& plain, const palrt:
   CHECK(report_lines(shimmed.err) == report_lines(plain.err));
 }
 
+// A sanitized program that starts 4 threads ran cleanly, and identically with the shim.
+void check_threads_start_alike(const palrt::testing::process_result& plain,
+                               const palrt::testing::process_result& shimmed) {
+  INFO("stderr without the shim: " << plain.err << "\nstderr with it: " << shimmed.err);
+  CHECK(plain.out == started(4));
+  CHECK(plain.exit_code == 0);
+  CHECK(shimmed.out == plain.out);
+  CHECK(shimmed.err == plain.err);
+  CHECK(shimmed.exit_code == plain.exit_code);
+  CHECK(shimmed.term_signal == plain.term_signal);
+}
+
 // Environment for the sanitizer programs: the sanitizers' defaults (meson test sets
 // ASAN_OPTIONS, which would turn ASan's exit status into an abort), plus `add`.
 run_options sanitizer_env(std::vector<std::string> add = {}) {
@@ -375,14 +387,7 @@ TEST_CASE("a ThreadSanitizer program behaves and reports the same under the shim
   SUBCASE("threads start and finish") {
     auto runs = sanitized_runs({tsan, "4"}, {});
     if (!runs) return;
-    auto& [plain, shimmed] = *runs;
-    INFO("stderr without the shim: " << plain.err << "\nstderr with it: " << shimmed.err);
-    CHECK(plain.out == started(4));
-    CHECK(plain.exit_code == 0);
-    CHECK(shimmed.out == plain.out);
-    CHECK(shimmed.err == plain.err);
-    CHECK(shimmed.exit_code == plain.exit_code);
-    CHECK(shimmed.term_signal == plain.term_signal);
+    check_threads_start_alike(runs->first, runs->second);
   }
   SUBCASE("a data race in a thread is still found") {
     auto runs = sanitized_runs({tsan, "--race"}, {});
@@ -404,14 +409,7 @@ TEST_CASE("an AddressSanitizer program behaves and reports the same under the sh
   SUBCASE("threads start and finish") {
     auto runs = sanitized_runs({asan, "4"}, asan_env);
     if (!runs) return;
-    auto& [plain, shimmed] = *runs;
-    INFO("stderr without the shim: " << plain.err << "\nstderr with it: " << shimmed.err);
-    CHECK(plain.out == started(4));
-    CHECK(plain.exit_code == 0);
-    CHECK(shimmed.out == plain.out);
-    CHECK(shimmed.err == plain.err);
-    CHECK(shimmed.exit_code == plain.exit_code);
-    CHECK(shimmed.term_signal == plain.term_signal);
+    check_threads_start_alike(runs->first, runs->second);
   }
   SUBCASE("a use after free in a thread is reported with the right threads") {
     auto runs = sanitized_runs({asan, "--use-after-free"}, asan_env);

@@ -33,6 +33,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -653,21 +654,26 @@ TEST_CASE("process barrier: signal strategy: a fork()ed child flushes after its 
   CHECK(child.exit_code == 0);
 }
 
-PALRT_FRESH_PROCESS(signal_in_pid_namespace_without_its_proc) {
+// A fresh process's body: `fn` in a new PID namespace that still sees this /proc; exit 2
+// with "namespaces denied" when this process may not create one (the tests then skip).
+int in_new_pid_namespace(const std::function<int()>& fn) {
   std::string denied;
-  const int code = palrt::testing::run_in_new_pid_namespace(
-      [] {
-        // Its parent is the namespace's init, which is pid 1 in the namespace only.
-        std::printf("in new namespace=%d\n", getppid() == 1);
-        if (!initialize_and_print_strategy()) return 3;
-        return flush_waits_for_blocked_spinner("namespace");
-      },
-      denied);
+  const int code = palrt::testing::run_in_new_pid_namespace(fn, denied);
   if (code < 0) {
     std::printf("namespaces denied: %s\n", denied.c_str());
     return 2;
   }
   return code;
+}
+
+PALRT_FRESH_PROCESS(signal_in_pid_namespace_without_its_proc) {
+  return in_new_pid_namespace(
+      [] {
+        // Its parent is the namespace's init, which is pid 1 in the namespace only.
+        std::printf("in new namespace=%d\n", getppid() == 1);
+        if (!initialize_and_print_strategy()) return 3;
+        return flush_waits_for_blocked_spinner("namespace");
+      });
 }
 
 // True (and the test says it skips) when the fresh process could not create a PID namespace.
@@ -700,18 +706,11 @@ TEST_CASE("process barrier: signal strategy: refuses a /proc of another PID name
 PALRT_FRESH_PROCESS(signal_flush_forked_into_pid_namespace) {
   if (!initialize_and_print_strategy()) return 3;
   pal::flush_process_write_buffers();  // set up while /proc was still this process's own
-  std::string denied;
-  const int code = palrt::testing::run_in_new_pid_namespace(
+  return in_new_pid_namespace(
       [] {
         no_core_dumps();
         return flush_waits_for_blocked_spinner("namespace");
-      },
-      denied);
-  if (code < 0) {
-    std::printf("namespaces denied: %s\n", denied.c_str());
-    return 2;
-  }
-  return code;
+      });
 }
 
 TEST_CASE("process barrier: signal strategy: a flush in a child forked into another PID namespace aborts rather than "
