@@ -37,18 +37,21 @@ inline int palrt_threads_alive() {
   return n;
 }
 
-// palrt_threads_alive() once it reads `expected`, or after a bound whatever it reads then. A
-// joined thread can still be listed for a moment: pthread_join returns when the exiting
-// thread has cleared its tid, shortly before the kernel removes its /proc/self/task entry.
-inline int palrt_threads_alive_settled(int expected) {
+// count() once it reads `expected`, or after a bound whatever it reads then. A joined thread
+// can still be counted for a moment: pthread_join returns when the exiting thread has cleared
+// its tid, shortly before the kernel removes it from /proc/self/task and from "Threads:".
+template <class Count>
+int count_settled(Count count, int expected) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  int n = palrt_threads_alive();
+  int n = count();
   while (n != expected && std::chrono::steady_clock::now() < until) {
     sched_yield();
-    n = palrt_threads_alive();
+    n = count();
   }
   return n;
 }
+
+inline int palrt_threads_alive_settled(int expected) { return count_settled(palrt_threads_alive, expected); }
 
 inline bool thread_exists(pid_t tid) {
   std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/stat");
