@@ -13,7 +13,8 @@
 
 #include "palrt/pal/wake_event.hpp"
 #include "palrt/sync/finalizer_thread.hpp"
-#include "palrt/sync/internal/service_access.hpp"
+#include "palrt/sync/internal/finalizer_thread_access.hpp"
+#include "palrt/sync/internal/sync_manager_access.hpp"
 #include "palrt/sync/service_thread.hpp"
 #include "palrt/sync/sync_manager.hpp"
 #include "thread_state.hpp"
