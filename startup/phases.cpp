@@ -22,11 +22,23 @@ class process_barrier_phase final : public phase {
   pal::registration_census census_;
 };
 
+// The handle table and the embedded collector that sweeps it. No thread: nothing to stop
+// (both are destroyed with the runtime, after the finalizer).
+class handle_table_phase final : public phase {
+ public:
+  std::string_view name() const noexcept override { return "handle-table"; }
+  void start(runtime_services& s) override {
+    s.handle_table = std::make_unique<sync::handle_table>();
+    s.collector = std::make_unique<sync::collector>(*s.handle_table);
+  }
+  bool stop(runtime_services&, std::chrono::nanoseconds) noexcept override { return true; }
+};
+
 class finalizer_phase final : public phase {
  public:
   std::string_view name() const noexcept override { return "finalizer"; }
   void start(runtime_services& s) override {
-    auto finalizer = std::make_unique<sync::finalizer_thread>();
+    auto finalizer = std::make_unique<sync::finalizer_thread>(*s.collector);
     finalizer->launch();
     s.finalizer = std::move(finalizer);
   }
@@ -71,6 +83,7 @@ std::vector<std::unique_ptr<phase>> make_phases(const options& opts) {
                                          : pal::registration_census::if_slow);
   if (opts.order != ordering::threads_first) phases.push_back(std::move(barrier));
   // Service phases, in the order later ones may use earlier ones.
+  phases.push_back(std::make_unique<handle_table_phase>());
   phases.push_back(std::make_unique<finalizer_phase>());
   phases.push_back(std::make_unique<sync_manager_phase>(opts.sync_worker));
   if (opts.order == ordering::threads_first) phases.push_back(std::move(barrier));

@@ -110,7 +110,7 @@ TEST_CASE("bootstrap: registered-first registers with one thread alive, then sta
   auto c = run_fresh("boot_registered_first");
   INFO(c.out, c.err);
   REQUIRE(c.exit_code == 0);
-  CHECK(has(c.out, "phases=process-barrier,finalizer,sync-manager,"));
+  CHECK(has(c.out, "phases=process-barrier,handle-table,finalizer,sync-manager,"));
   CHECK(has(c.out, "palrt_threads=2"));  // finalizer, sync manager worker
   CHECK(has(c.out, "timings_ordered=1"));
   CHECK(has(c.out, "shutdown_clean=1 palrt_threads_after=0"));
@@ -136,7 +136,7 @@ TEST_CASE("bootstrap: threads-first registers after its threads exist (the slow,
   auto c = run_fresh("boot_threads_first");
   INFO(c.out, c.err);
   REQUIRE(c.exit_code == 0);
-  CHECK(has(c.out, "phases=finalizer,sync-manager,process-barrier,"));
+  CHECK(has(c.out, "phases=handle-table,finalizer,sync-manager,process-barrier,"));
   CHECK(has(c.out, "shutdown_clean=1 palrt_threads_after=0"));
   if (membarrier_available()) {
     CHECK(has(c.out, "registered_by=bootstrap"));
@@ -339,7 +339,7 @@ TEST_CASE("bootstrap: under the preload shim, threads-first registers with one t
                      run_options{palrt::testing::preload_env(palrt::testing::artefact("PALRT_TEST_SHIM")), {}});
   INFO(c.out, c.err);
   REQUIRE(c.exit_code == 0);
-  CHECK(has(c.out, "phases=finalizer,sync-manager,process-barrier,"));
+  CHECK(has(c.out, "phases=handle-table,finalizer,sync-manager,process-barrier,"));
   CHECK(has(c.out, "registered_by=preload"));
   CHECK(has(c.out, "strategy=membarrier"));
   CHECK(has(c.out, "fast_path_inferred=1"));

@@ -215,7 +215,7 @@ TEST_CASE("palrt-startup: the JSON report parses and has every field, for each o
     CHECK(j.at("bootstrap_ns").get<double>() > 0);
     CHECK(j.at("shutdown_ns").get<double>() > 0);
     REQUIRE(j.at("phases").is_array());
-    CHECK(j.at("phases").size() == 3);
+    CHECK(j.at("phases").size() == 4);
     for (const auto& p : j.at("phases")) {
       CHECK(p.at("name").is_string());
       CHECK(p.at("start_ns").is_number());

@@ -12,7 +12,9 @@
 #include <thread>
 
 #include "palrt/pal/wake_event.hpp"
+#include "palrt/sync/collector.hpp"
 #include "palrt/sync/finalizer_thread.hpp"
+#include "palrt/sync/handle_table.hpp"
 #include "palrt/sync/internal/finalizer_thread_access.hpp"
 #include "palrt/sync/internal/sync_manager_access.hpp"
 #include "palrt/sync/service_thread.hpp"
@@ -143,7 +145,9 @@ TEST_CASE("service thread: a restart after a detached overdue thread gets its ow
 }
 
 TEST_CASE("finalizer thread: named, started, asleep on its work event, woken by signal_work") {
-  sync::finalizer_thread f;
+  sync::handle_table table;
+  sync::collector collector(table);
+  sync::finalizer_thread f(collector);
   f.signal_work();  // before the start: nothing to wake, nothing breaks
   f.start();
   const auto& thread = finalizer_thread_access::thread(f);

@@ -1,18 +1,145 @@
 #include "palrt/sync/finalizer_thread.hpp"
 
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+
+#include "palrt/core/clock.h"
+#include "palrt/sync/internal/collector_state.hpp"
+
 namespace palrt::sync {
 
-finalizer_thread::finalizer_thread()
-    : thread_("palrt-finalizer", [this](const std::atomic<bool>& stop) { drain(stop); }) {}
+namespace internal {
+
+// What the finalizer thread uses, co-owned by the thread (through its work function) and by
+// the finalizer_thread object: a detached thread keeps it alive.
+struct finalizer_shared {
+  finalizer_shared(std::shared_ptr<collector_state> c, finalizer_options o)
+      : collector(std::move(c)), options(std::move(o)) {
+    if (options.batch == 0) options.batch = 1;
+  }
+  const std::shared_ptr<collector_state> collector;
+  finalizer_options options;
+  // relaxed, all: counters for reports; nothing is ordered by them.
+  std::atomic<std::uint64_t> finalized{0};
+  std::atomic<std::uint64_t> exceptions{0};
+  std::atomic<std::uint64_t> resurrected{0};
+  std::atomic<std::uint64_t> left_at_stop{0};
+  std::atomic<std::int64_t> longest_ns{0};
+  std::atomic<std::int64_t> running_since_ns{0};  // 0: no finalize() running
+  mutable std::mutex exception_lock;
+  std::string last_exception;
+  bool reported_one = false;
+
+  void drain(const std::atomic<bool>& stop);
+  void run_one(object& o);
+  void record(std::exception_ptr error);
+};
+
+namespace {
+// The finalizer_shared of the finalizer thread this is (null on every other thread).
+constinit thread_local finalizer_shared* current_finalizer = nullptr;
+
+std::string describe(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception not derived from std::exception";
+  }
+}
+}  // namespace
+
+void finalizer_shared::drain(const std::atomic<bool>& stop) {
+  current_finalizer = this;
+  finalization_queue& queue = collector->finalization;
+  // acquire, each: pairs with request_stop()'s release (service_thread).
+  while (!stop.load(std::memory_order_acquire)) {
+    std::size_t n = 0;
+    object* o = queue.take(options.batch, n);
+    if (!o) break;
+    std::size_t done = 0;
+    while (o) {
+      if (stop.load(std::memory_order_acquire)) {
+        // Bounded shutdown: the rest of the batch goes back, in order, for whoever comes next.
+        object* last = o;
+        while (object* next = finalization_access::next(*last)) last = next;
+        queue.requeue_front(o, last, n - done);
+        break;
+      }
+      object* next = finalization_access::next(*o);  // before finished() relinks o
+      run_one(*o);
+      ++done;
+      o = next;
+    }
+    queue.complete(done);
+  }
+}
+
+void finalizer_shared::run_one(object& o) {
+  const std::int64_t start = palrt_monotonic_ns();
+  running_since_ns.store(start, std::memory_order_relaxed);
+  std::exception_ptr error;
+  const auto result = finalization_access::run(o, error);
+  const std::int64_t took = palrt_monotonic_ns() - start;
+  running_since_ns.store(0, std::memory_order_relaxed);
+  if (took > longest_ns.load(std::memory_order_relaxed)) longest_ns.store(took, std::memory_order_relaxed);
+  finalized.fetch_add(1, std::memory_order_relaxed);
+  if (result == finalization_access::outcome::resurrected) resurrected.fetch_add(1, std::memory_order_relaxed);
+  if (error) record(error);
+  finalization_access::finished(o, result);  // o may be freed or reused from here on
+}
+
+void finalizer_shared::record(std::exception_ptr error) {
+  exceptions.fetch_add(1, std::memory_order_relaxed);
+  std::string what = describe(error);
+  bool first;
+  {
+    std::lock_guard lock(exception_lock);
+    last_exception = what;
+    first = !reported_one;
+    reported_one = true;
+  }
+  if (options.on_exception) {
+    try {
+      options.on_exception(error);
+    } catch (...) {
+      // The host's handler must not throw; the finalizer thread goes on regardless.
+    }
+  } else if (first) {
+    std::fprintf(stderr, "palrt: a finalizer threw (%s); the finalizer thread goes on (further ones are only counted)\n",
+                 what.c_str());
+  }
+}
+
+}  // namespace internal
+
+namespace {
+void wake_finalizer(void* thread) { static_cast<service_thread*>(thread)->wake(); }
+}  // namespace
+
+finalizer_thread::finalizer_thread(collector& c, finalizer_options options)
+    : shared_(std::make_shared<internal::finalizer_shared>(internal::collector_access::state(c), std::move(options))),
+      thread_("palrt-finalizer",
+              [shared = shared_](const std::atomic<bool>& stop) { shared->drain(stop); }) {}
+
+finalizer_thread::~finalizer_thread() { stop(); }
 
 void finalizer_thread::start() {
-  std::lock_guard lock(lifecycle_mutex_);
-  thread_.start();
+  launch();
+  wait_until_running();
 }
 
 void finalizer_thread::launch() {
   std::lock_guard lock(lifecycle_mutex_);
+  if (thread_.started()) return;
   thread_.launch();
+  // The queue wakes the thread under its own lock, so clearing the consumer (request_stop)
+  // guarantees no wake-up is in flight when the thread is relaunched or destroyed.
+  internal::finalization_queue& queue = shared_->collector->finalization;
+  queue.set_consumer(&wake_finalizer, &thread_);
+  if (queue.enqueued() > queue.completed()) thread_.wake();  // queued before the thread existed
 }
 
 void finalizer_thread::wait_until_running() {
@@ -25,18 +152,54 @@ void finalizer_thread::signal_work() noexcept {
   thread_.wake();
 }
 
+pending_finalizers finalizer_thread::wait_for_pending_finalizers(std::chrono::nanoseconds timeout) {
+  if (internal::current_finalizer == shared_.get()) return pending_finalizers::finalized;
+  internal::finalization_queue& queue = shared_->collector->finalization;
+  {
+    std::lock_guard lock(lifecycle_mutex_);
+    if (!thread_.started() || !queue.has_consumer()) return pending_finalizers::not_running;
+  }
+  // Every object queued before this call has a sequence number <= target.
+  const std::uint64_t target = queue.enqueued();
+  if (queue.completed() >= target) return pending_finalizers::finalized;
+  const auto now = std::chrono::steady_clock::now();
+  const auto deadline = timeout >= std::chrono::steady_clock::time_point::max() - now
+                            ? std::chrono::steady_clock::time_point::max()
+                            : now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout);
+  if (queue.wait_until_completed(target, deadline)) return pending_finalizers::finalized;
+  return queue.has_consumer() ? pending_finalizers::timed_out : pending_finalizers::not_running;
+}
+
 void finalizer_thread::request_stop() noexcept {
   std::lock_guard lock(lifecycle_mutex_);
+  shared_->collector->finalization.clear_consumer();
   thread_.request_stop();
 }
 
 bool finalizer_thread::stop(std::chrono::nanoseconds timeout) {
   std::lock_guard lock(lifecycle_mutex_);
-  return thread_.stop(timeout);
+  internal::finalization_queue& queue = shared_->collector->finalization;
+  queue.clear_consumer();
+  const bool started = thread_.started();
+  const bool joined = thread_.stop(timeout);
+  if (started) shared_->left_at_stop.store(queue.enqueued() - queue.completed(), std::memory_order_relaxed);
+  return joined;
 }
 
-void finalizer_thread::drain(const std::atomic<bool>& /*stop_requested*/) {
-  // No finalization queue exists yet: a wake-up has nothing to drain.
+finalizer_counters finalizer_thread::counters() const {
+  const internal::finalizer_shared& s = *shared_;
+  finalizer_counters c;
+  c.finalized = s.finalized.load(std::memory_order_relaxed);
+  c.exceptions = s.exceptions.load(std::memory_order_relaxed);
+  c.resurrected = s.resurrected.load(std::memory_order_relaxed);
+  c.pending = s.collector->finalization.enqueued() - s.collector->finalization.completed();
+  c.left_at_stop = s.left_at_stop.load(std::memory_order_relaxed);
+  c.longest_finalizer_ns = s.longest_ns.load(std::memory_order_relaxed);
+  const std::int64_t since = s.running_since_ns.load(std::memory_order_relaxed);
+  c.running_finalizer_ns = since ? std::max<std::int64_t>(0, palrt_monotonic_ns() - since) : 0;
+  std::lock_guard lock(s.exception_lock);
+  c.last_exception = s.last_exception;
+  return c;
 }
 
 }  // namespace palrt::sync

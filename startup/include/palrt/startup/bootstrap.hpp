@@ -1,11 +1,13 @@
 // palrt::startup::bootstrap(): start a runtime in the right order.
 //
 //   auto rt = palrt::startup::bootstrap({});   // registered-first
-//   ... the host runs; rt->services() has the finalizer and the sync manager ...
+//   ... the host runs; rt->services() has the handle table, the collector, the finalizer
+//   ... and the sync manager ...
 //   rt->shutdown();                            // or let the destructor do it
 //
 // Phases, in order, each timed (CLOCK_MONOTONIC): process barrier (membarrier registration
-// while the process has one thread, strategy choice), finalizer thread, sync manager; then
+// while the process has one thread, strategy choice), handle table (with the embedded
+// collector), finalizer thread, sync manager; then
 // bootstrap() waits until every service thread runs. The ordering (ordering.hpp) only exists
 // to reproduce old, slower orders.
 //
@@ -28,7 +30,9 @@
 
 #include "palrt/pal/process_barrier.hpp"
 #include "palrt/startup/ordering.hpp"
+#include "palrt/sync/collector.hpp"
 #include "palrt/sync/finalizer_thread.hpp"
+#include "palrt/sync/handle_table.hpp"
 #include "palrt/sync/sync_manager.hpp"
 
 namespace palrt::startup {
@@ -38,8 +42,12 @@ class phase;
 }
 
 // The services a runtime owns. Phases create and start them; each is null until its phase
-// ran (and after a failed bootstrap there is no runtime at all).
+// ran (and after a failed bootstrap there is no runtime at all). Destroyed in reverse order
+// with the runtime: the collector frees what is dead then (objects the host still holds are
+// reported on stderr and left allocated, see collector.hpp).
 struct runtime_services {
+  std::unique_ptr<sync::handle_table> handle_table;
+  std::unique_ptr<sync::collector> collector;  // the embedded collector, sweeping handle_table
   std::unique_ptr<sync::finalizer_thread> finalizer;
   std::unique_ptr<sync::sync_manager> sync_manager;
 };
@@ -63,7 +71,8 @@ struct options {
 class startup_error : public std::system_error {
  public:
   startup_error(std::string phase, std::error_code code, const std::string& what);
-  // The phase that failed: "process-barrier", "finalizer", "sync-manager", or "bootstrap"
+  // The phase that failed: "process-barrier", "handle-table", "finalizer", "sync-manager",
+  // or "bootstrap"
   // when no phase ran (another runtime is alive: EBUSY).
   const std::string& phase() const noexcept { return phase_; }
 

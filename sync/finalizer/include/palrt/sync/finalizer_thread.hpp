@@ -1,29 +1,78 @@
 // The finalizer thread: runs the finalizers of dead objects off the threads that found them
 // dead, so that a collection never waits for host cleanup code.
 //
-// What it does today: its lifecycle. The bootstrap starts it through the thread factory (so
-// membarrier registration comes first); it sleeps on its work event until signal_work();
-// shutdown joins it within a bound. Each wake-up drains the finalization queue; palrt has no
-// finalization queue yet, so a wake-up finds nothing to run.
+// collect() (collector.hpp) queues dead finalizable objects and wakes this thread (an
+// auto-reset event: wake-ups coalesce). The thread drains the queue in batches, oldest
+// first; each finalize() runs with its exceptions contained: counted, handed to the host's
+// handler (or, without one, the first reported on stderr), and the thread goes on. A
+// finalized object goes back to the collector, whose next collect() clears its long weak
+// handles and frees it (unless the finalizer resurrected it).
 //
+// wait_for_pending_finalizers() waits for exactly the objects queued before the call (a
+// sequence number, not "the next time the queue is empty"), so it cannot return on a drain
+// that began before the caller's objects were queued; on the finalizer thread itself it
+// returns at once.
+//
+// Shutdown is bounded: stop() asks the thread to stop after the finalizer that is running
+// (objects not yet run stay queued: `left` in the counters), and joins it within a timeout.
+// A finalizer that blocks cannot hang process exit: the thread is detached, keeps the state
+// it uses alive, and finishes on its own if the finalizer ever returns. The counters show
+// the longest finalizer so far and the one running now, so a stuck one is visible.
+//
+// The bootstrap starts it through pal's thread factory, after membarrier registration.
 // Thread-safe: every member may be called from any thread; the lifecycle calls are
 // serialised by one lock.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
 #include <mutex>
+#include <string>
 
+#include "palrt/sync/collector.hpp"
 #include "palrt/sync/service_thread.hpp"
 
 namespace palrt::sync {
 
 namespace internal {
 class finalizer_thread_access;
-}
+struct finalizer_shared;
+}  // namespace internal
+
+struct finalizer_options {
+  // Objects taken from the queue at a time (one lock round trip per batch).
+  std::size_t batch = 256;
+  // Called on the finalizer thread with each exception a finalize() threw, if set. It must
+  // not throw (what it throws is swallowed). Without it the first one is reported on stderr
+  // and every one is counted.
+  std::function<void(std::exception_ptr)> on_exception;
+};
+
+struct finalizer_counters {
+  std::uint64_t finalized = 0;       // finalize() calls that returned or threw
+  std::uint64_t exceptions = 0;      // of them, the ones that threw
+  std::uint64_t resurrected = 0;
+  std::uint64_t pending = 0;         // queued, not run yet
+  std::uint64_t left_at_stop = 0;    // queued and not run when the thread last stopped
+  std::int64_t longest_finalizer_ns = 0;
+  std::int64_t running_finalizer_ns = 0;  // how long the current finalize() has run; 0 if none
+  std::string last_exception;        // what() of the last one (or a description)
+};
+
+enum class pending_finalizers {
+  finalized,    // every object queued before the call has been finalized
+  timed_out,
+  not_running,  // the finalizer thread is not running (never started, or stopped)
+};
 
 class finalizer_thread {
  public:
-  finalizer_thread();
+  explicit finalizer_thread(collector& c, finalizer_options options = {});
+  // Stops the thread (default timeout) if it runs.
+  ~finalizer_thread();
 
   // Starts the thread and returns once it runs its loop; does nothing if it runs already.
   // Throws pal::thread_start_error or pal::barrier_error, having started nothing.
@@ -34,19 +83,27 @@ class finalizer_thread {
   void launch();
   void wait_until_running();
 
-  // Wakes the thread to drain the finalization queue. Does nothing before the first start.
+  // Wakes the thread to drain the queue (collect() does this itself). Does nothing before
+  // the first start.
   void signal_work() noexcept;
+
+  // See the top of the file. `timeout` bounds the wait (not_running is returned at once).
+  pending_finalizers wait_for_pending_finalizers(
+      std::chrono::nanoseconds timeout = std::chrono::nanoseconds::max());
 
   // Asks the thread to finish without waiting; stop() then joins it.
   void request_stop() noexcept;
   // true if the thread was joined within `timeout` (or never started); false if it missed
-  // the deadline and was detached (it finishes on its own; the caller reports it).
+  // the deadline and was detached (it finishes on its own; the caller reports it). Either
+  // way counters().left_at_stop then says how many queued objects were not finalized.
   bool stop(std::chrono::nanoseconds timeout = service_thread::default_stop_timeout);
+
+  finalizer_counters counters() const;
 
  private:
   friend class internal::finalizer_thread_access;
-  void drain(const std::atomic<bool>& stop_requested);
   mutable std::mutex lifecycle_mutex_;
+  std::shared_ptr<internal::finalizer_shared> shared_;
   service_thread thread_;
 };
 

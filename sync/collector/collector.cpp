@@ -1,0 +1,360 @@
+// The embedded collector: collect() and the grace-period reclamation (collector.hpp has the
+// life cycle; read_section.hpp and reader_epoch.cpp the grace period).
+//
+// Ownership of an object's `next_` link (one list at a time):
+//   dead list (any thread pushes, collect() takes it all)
+//     -> finalization queue (collect() pushes, the finalizer takes)
+//       -> finalized list (the finalizer pushes, collect() takes it all)
+//     -> retired batch (collect() only) -> freed.
+// A resurrected object leaves the lists; it comes back through the dead list when its count
+// reaches zero again.
+#include "palrt/sync/collector.hpp"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <thread>
+
+#include "palrt/sync/internal/collector_state.hpp"
+#include "palrt/sync/internal/grace_period.hpp"
+
+namespace palrt::sync {
+
+namespace internal {
+
+namespace {
+
+// This thread is inside collect() of this collector (a destructor or finalizer-free path
+// calling collect() again returns at once instead of deadlocking).
+constinit thread_local collector_state* collecting = nullptr;
+// Objects of that collector that died on this thread during the current round.
+constinit thread_local std::size_t deaths_caused = 0;
+
+std::uint8_t state_of(void* target) noexcept {
+  // relaxed: states of objects this collection condemns were written by this thread; the
+  // others are only compared with those two values.
+  return object_access::state(*static_cast<object*>(target)).load(std::memory_order_relaxed);
+}
+
+}  // namespace
+
+void collector_state::push(std::atomic<object*>& list, object* first, object* last) noexcept {
+  object* head = list.load(std::memory_order_relaxed);
+  do {
+    last->next_ = head;
+    // release: the taker (acquire exchange) sees the objects as the pusher left them.
+  } while (!list.compare_exchange_weak(head, first, std::memory_order_release, std::memory_order_relaxed));
+}
+
+void collector_state::destroy(object* o) noexcept { delete o; }
+
+void collector_state::append(chain_ref& c, object* o) noexcept {
+  o->next_ = nullptr;
+  if (c.last)
+    c.last->next_ = o;
+  else
+    c.first = o;
+  c.last = o;
+  ++c.n;
+}
+
+void note_death(collector_state& c) noexcept {
+  if (collecting == &c) ++deaths_caused;
+}
+
+namespace {
+
+// Frees every retired batch no reader can still see. Under collect_lock.
+std::size_t reclaim(collector_state& c) {
+  if (c.retired.empty()) return 0;
+  const std::uint64_t oldest = oldest_reader_epoch();
+  std::size_t freed = 0;
+  auto safe = std::stable_partition(c.retired.begin(), c.retired.end(),
+                                    [&](const retired_batch& b) { return b.tag >= oldest; });
+  for (auto it = safe; it != c.retired.end(); ++it) {
+    for (object* o = it->first; o;) {
+      object* next = object_access::next(*o);
+      collector_state::destroy(o);
+      ++freed;
+      o = next;
+    }
+  }
+  c.retired.erase(safe, c.retired.end());
+  c.freed.fetch_add(freed, std::memory_order_relaxed);
+  c.awaiting_grace.fetch_sub(freed, std::memory_order_relaxed);
+  return freed;
+}
+
+collection_report run_collection(collector_state& c) {
+  collection_report report;
+  if (collecting == &c) return report;  // from a destructor this collection runs
+  std::lock_guard lock(c.collect_lock);
+  struct scope {
+    explicit scope(collector_state& c) : previous(collecting) { collecting = &c, deaths_caused = 0; }
+    ~scope() { collecting = previous; }
+    collector_state* previous;
+  } in_collection(c);
+
+  collector_state::chain_ref deferred;
+  // A round takes what is dead now; another round runs only for deaths this one caused.
+  while (report.rounds < 64) {
+    ++report.rounds;
+    deaths_caused = 0;
+    // Room for this round's batch first: once the dead list is taken, nothing may throw.
+    c.retired.reserve(c.retired.size() + 1);
+    collector_state::chain_ref to_retire, to_finalize;
+    // acquire: pairs with the pushers' release (the objects' last writes are visible).
+    for (object* o = c.dead.exchange(nullptr, std::memory_order_acquire); o;) {
+      object* next = object_access::next(*o);
+      auto& state = object_access::state(*o);
+      auto& flags = object_access::flags(*o);
+      // acquire: pairs with the finalizer's release of a resurrected object (finished()).
+      if (state.load(std::memory_order_acquire) == finalizing) {
+        // Resurrected and dead again while its finalize() still runs: the finalizer thread
+        // still uses it. Take it up again after the finalizer is done with it.
+        collector_state::append(deferred, o);
+      } else if (flags.load(std::memory_order_relaxed) & finalization_registered) {
+        // Finalized once: reregister_for_finalize() is needed for another time.
+        flags.fetch_and(static_cast<std::uint8_t>(~finalization_registered), std::memory_order_relaxed);
+        state.store(f_reachable, std::memory_order_relaxed);
+        collector_state::append(to_finalize, o);
+      } else {
+        state.store(condemned, std::memory_order_relaxed);
+        collector_state::append(to_retire, o);
+      }
+      o = next;
+    }
+    for (object* o = c.finalized_list.exchange(nullptr, std::memory_order_acquire); o;) {
+      object* next = object_access::next(*o);
+      object_access::state(*o).store(condemned, std::memory_order_relaxed);
+      collector_state::append(to_retire, o);
+      o = next;
+    }
+    report.found_dead += to_retire.n + to_finalize.n;
+
+    // The host-GC order (handle_table.hpp): short weak, finalization, long weak and dependent.
+    if (to_retire.n + to_finalize.n > 0) {
+      report.weak_short_cleared += c.table.sweep_weak(handle_kind::weak_short, [](void* t) {
+        const std::uint8_t s = state_of(t);
+        return s != condemned && s != f_reachable;
+      });
+      if (to_finalize.n > 0) {
+        c.queued_total.fetch_add(to_finalize.n, std::memory_order_relaxed);
+        report.queued_for_finalization += to_finalize.n;
+        c.finalization.push(to_finalize.first, to_finalize.last, to_finalize.n);
+      }
+      const auto not_condemned = [](void* t) { return state_of(t) != condemned; };
+      report.weak_long_cleared += c.table.sweep_weak(handle_kind::weak_long, not_condemned);
+      report.dependent_cleared += c.table.sweep_weak(handle_kind::dependent, not_condemned, [](void*, void* secondary) {
+        // The reference the dependent handle held; may make the secondary dead (a death
+        // this round caused: another round collects it).
+        if (secondary) object_access::release(*static_cast<object*>(secondary));
+      });
+    }
+    if (to_retire.n > 0) {
+      // After the sweeps: nothing leads to these objects any more (B'' in reader_epoch.cpp).
+      c.retired.push_back({retire_epoch(), to_retire.first, to_retire.n});
+      c.awaiting_grace.fetch_add(to_retire.n, std::memory_order_relaxed);
+      report.retired += to_retire.n;
+    }
+    report.freed += reclaim(c);
+    if (deaths_caused == 0) break;
+  }
+  if (deferred.n > 0) collector_state::push(c.dead, deferred.first, deferred.last);
+  c.collections.fetch_add(1, std::memory_order_relaxed);
+  report.awaiting_grace_period = c.awaiting_grace.load(std::memory_order_relaxed);
+  return report;
+}
+
+}  // namespace
+
+void collect_now(collector_state& c) { (void)run_collection(c); }
+
+// --- finalization_queue ---
+
+void finalization_queue::set_consumer(void (*wake)(void*), void* context) {
+  std::lock_guard lock(lock_);
+  wake_ = wake;
+  wake_context_ = context;
+  consumer_ = true;
+}
+
+void finalization_queue::clear_consumer() {
+  {
+    std::lock_guard lock(lock_);
+    wake_ = nullptr;
+    wake_context_ = nullptr;
+    consumer_ = false;
+  }
+  completed_changed_.notify_all();
+}
+
+bool finalization_queue::has_consumer() const {
+  std::lock_guard lock(lock_);
+  return consumer_;
+}
+
+void finalization_queue::push(object* first, object* last, std::size_t n) {
+  {
+    std::lock_guard lock(lock_);
+    collector_state::link(last, nullptr);
+    if (tail_)
+      collector_state::link(tail_, first);
+    else
+      head_ = first;
+    tail_ = last;
+    enqueued_.fetch_add(n, std::memory_order_release);
+    // Under the lock: once clear_consumer() returned, no wake-up of the old consumer runs.
+    if (consumer_) wake_(wake_context_);
+  }
+}
+
+object* finalization_queue::take(std::size_t max, std::size_t& n) {
+  std::lock_guard lock(lock_);
+  n = 0;
+  object* first = head_;
+  object* last = nullptr;
+  for (object* o = head_; o && n < max; o = object_access::next(*o)) {
+    last = o;
+    ++n;
+  }
+  if (!last) return nullptr;
+  head_ = object_access::next(*last);
+  if (!head_) tail_ = nullptr;
+  collector_state::link(last, nullptr);
+  return first;
+}
+
+void finalization_queue::requeue_front(object* first, object* last, std::size_t n) {
+  if (n == 0) return;
+  std::lock_guard lock(lock_);
+  collector_state::link(last, head_);
+  head_ = first;
+  if (!tail_) tail_ = last;
+}
+
+void finalization_queue::complete(std::size_t n) {
+  {
+    std::lock_guard lock(lock_);
+    completed_.fetch_add(n, std::memory_order_release);
+  }
+  completed_changed_.notify_all();
+}
+
+bool finalization_queue::wait_until_completed(std::uint64_t target, std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lock(lock_);
+  completed_changed_.wait_until(lock, deadline, [&] {
+    return completed_.load(std::memory_order_relaxed) >= target || !consumer_;
+  });
+  return completed_.load(std::memory_order_relaxed) >= target;
+}
+
+object* finalization_queue::take_all(std::size_t& n) {
+  return take(SIZE_MAX, n);
+}
+
+// --- finalization_access ---
+
+finalization_access::outcome finalization_access::run(object& o, std::exception_ptr& error) noexcept {
+  // relaxed: the object came through the queue's lock from the collector.
+  o.state_.store(finalizing, std::memory_order_relaxed);
+  o.flags_.fetch_and(static_cast<std::uint8_t>(~resurrected), std::memory_order_relaxed);
+  outcome result = outcome::finalized;
+  try {
+    static_cast<finalizable&>(o).finalize();
+  } catch (...) {
+    error = std::current_exception();
+    result = outcome::threw;
+  }
+  if (o.flags_.load(std::memory_order_relaxed) & resurrected) return outcome::resurrected;
+  return result;
+}
+
+void finalization_access::finished(object& o, outcome result) noexcept {
+  if (result == outcome::resurrected) {
+    o.flags_.fetch_and(static_cast<std::uint8_t>(~resurrected), std::memory_order_relaxed);
+    // release: pairs with collect()'s acquire of the state; after this store the object is
+    // the host's again, and this thread does not touch it any more.
+    o.state_.store(live, std::memory_order_release);
+    return;
+  }
+  o.state_.store(finalized, std::memory_order_relaxed);
+  collector_state::push(o.collector_->finalized_list, &o, &o);
+}
+
+}  // namespace internal
+
+collector::collector(handle_table& table, collector_options options)
+    : state_(std::make_shared<internal::collector_state>(table, options)) {}
+
+collector::~collector() {
+  internal::collector_state& c = *state_;
+  // Queued for a finalizer that no longer runs: they go as if finalized.
+  std::size_t left = 0;
+  if (object* o = c.finalization.take_all(left)) {
+    object* last = o;
+    for (object* next; (next = internal::object_access::next(*last));) last = next;
+    for (object* p = o; p; p = internal::object_access::next(*p))
+      internal::object_access::state(*p).store(internal::finalized, std::memory_order_relaxed);
+    internal::collector_state::push(c.finalized_list, o, last);
+  }
+  for (int i = 0; i < 64; ++i) {
+    const collection_report r = collect();
+    if (r.found_dead == 0 && c.dead.load(std::memory_order_acquire) == nullptr &&
+        c.finalized_list.load(std::memory_order_acquire) == nullptr)
+      break;
+  }
+  const bool drained = synchronize(std::chrono::seconds(2));
+  const collector_counters n = counters();
+  const std::uint64_t alive = n.objects_created - n.objects_freed;
+  if (alive > 0 || !drained) {
+    std::fprintf(stderr,
+                 "palrt: collector destroyed with %" PRIu64 " objects not freed (%" PRIu64
+                 " still referenced by the host or being finalized, %" PRIu64
+                 " awaiting a grace period); they stay allocated\n",
+                 alive, alive - n.awaiting_grace_period, n.awaiting_grace_period);
+    // Deliberately leaked: a reference the host drops later pushes onto this state's dead
+    // list, which must stay valid memory (nothing will free those objects).
+    new std::shared_ptr<internal::collector_state>(state_);
+  }
+}
+
+collection_report collector::collect() { return internal::run_collection(*state_); }
+
+bool collector::synchronize(std::chrono::nanoseconds timeout) {
+  internal::collector_state& c = *state_;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (int attempt = 0;; ++attempt) {
+    {
+      if (internal::collecting == &c) return c.retired.empty();
+      std::lock_guard lock(c.collect_lock);
+      internal::reclaim(c);
+      if (c.retired.empty()) return true;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    // A reader is inside a section (a few ns normally; longer if it was preempted): give it
+    // the CPU, then back off, as liburcu's synchronize_rcu does.
+    if (attempt < 10)
+      sched_yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000, 10 * attempt)));
+  }
+}
+
+handle_table& collector::handles() noexcept { return state_->table; }
+
+collector_counters collector::counters() const noexcept {
+  const internal::collector_state& c = *state_;
+  collector_counters n;
+  for (const auto& shard : c.shards) n.objects_created += shard.created.load(std::memory_order_relaxed);
+  n.objects_freed = c.freed.load(std::memory_order_relaxed);
+  n.collections = c.collections.load(std::memory_order_relaxed);
+  n.queued_for_finalization = c.queued_total.load(std::memory_order_relaxed);
+  n.finalization_pending = c.finalization.enqueued() - c.finalization.completed();
+  n.awaiting_grace_period = c.awaiting_grace.load(std::memory_order_relaxed);
+  return n;
+}
+
+}  // namespace palrt::sync

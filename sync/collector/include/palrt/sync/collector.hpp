@@ -1,0 +1,106 @@
+// palrt::sync::collector: palrt's embedded default collector, the host that runs the handle
+// table when there is no host GC.
+//
+// Life cycle of an object (object.hpp) belonging to a collector:
+//   1. live: references (ref<T>, strong handles, dependent handles' secondaries) keep it.
+//   2. dead: its count reached zero (terminal: try_get() cannot revive it). The dropping
+//      thread pushed it onto the collector's dead list; nothing is freed yet.
+//   3. collect() takes the dead list and, in the host-GC order of handle_table.hpp:
+//      - clears the short weak handles of every dead object;
+//      - queues the dead objects registered for finalization to the finalizer thread
+//        (finalizer_thread.hpp); they keep their long weak and dependent handles;
+//      - clears the long weak handles and dependent handles of the others (a dependent
+//        handle's secondary loses the reference the handle held), and retires them;
+//      - frees retired objects once a grace period has passed (read_section.hpp): one
+//        process-wide barrier, then every reader that was in a read section when they were
+//        unlinked has left it. A try_get() that raced the collection never touches freed
+//        memory. What cannot be freed yet is freed by a later collect() or synchronize().
+//   4. A finalized object comes back to the next collect(): unless its finalizer resurrected
+//      it, its long weak handles are cleared and it is retired.
+// Destructors run on the thread that frees (collect()'s caller). Objects that a destructor
+// or a cleared dependent handle leaves dead are collected by the same collect(), in further
+// rounds, as long as each round finds new ones it caused.
+//
+// Cost: a collection walks the table's weak and dependent handles (three sweeps) and runs one
+// process-wide barrier; allocation and reference counting never wait for it.
+//
+// Thread safety: collect() may be called from any thread, also concurrently (one collects,
+// the others wait for it), also from a finalizer. From a destructor that collect() is
+// running, it returns at once (an empty report). Every table that holds handles to a
+// collector's objects must be that collector's table: the typed handles (typed_handles.hpp)
+// see to it.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "palrt/sync/handle_table.hpp"
+#include "palrt/sync/object.hpp"
+
+namespace palrt::sync {
+
+namespace internal {
+struct collector_state;
+class collector_access;
+}  // namespace internal
+
+struct collector_options {
+  // Collect on the allocating thread about every `collect_every` allocations (each thread
+  // counts its own, in up to 8 shards); 0 (the default): only explicit collect().
+  std::size_t collect_every = 0;
+};
+
+struct collection_report {
+  std::size_t found_dead = 0;               // dead objects taken up (incl. finalized ones back)
+  std::size_t queued_for_finalization = 0;
+  std::size_t weak_short_cleared = 0;
+  std::size_t weak_long_cleared = 0;
+  std::size_t dependent_cleared = 0;
+  std::size_t retired = 0;   // unlinked, to be freed after a grace period
+  std::size_t freed = 0;     // freed by this collection (also of earlier ones)
+  std::size_t awaiting_grace_period = 0;  // retired and not freed yet, after it
+  std::size_t rounds = 0;
+};
+
+struct collector_counters {
+  std::uint64_t objects_created = 0;
+  std::uint64_t objects_freed = 0;
+  std::uint64_t collections = 0;
+  std::uint64_t queued_for_finalization = 0;  // ever
+  std::uint64_t finalization_pending = 0;     // queued and not finalized yet
+  std::uint64_t awaiting_grace_period = 0;
+};
+
+class collector {
+ public:
+  // The collector sweeps `table`, which must outlive it.
+  explicit collector(handle_table& table, collector_options options = {});
+  collector(const collector&) = delete;
+  collector& operator=(const collector&) = delete;
+  // Collects what is dead (the finalizer must have been stopped first: objects still queued
+  // for finalization are freed without their finalizer running, and counted by the
+  // finalizer as left) and frees everything retired, waiting up to 2 s for readers. If
+  // objects are still alive (the host holds references), says so on stderr and leaves its
+  // state allocated, so that those references stay safe to drop later (they are not freed).
+  ~collector();
+
+  // See the top of this file. Throws only what a destructor of a freed object throws
+  // (destructors must not throw: std::terminate) or std::bad_alloc.
+  collection_report collect();
+  // Frees what is retired, waiting up to `timeout` for readers to leave their sections.
+  // true if nothing is left awaiting a grace period.
+  bool synchronize(std::chrono::nanoseconds timeout = std::chrono::seconds(2));
+
+  handle_table& handles() noexcept;
+  // Objects created minus objects freed, and the other counters (relaxed snapshots).
+  collector_counters counters() const noexcept;
+
+ private:
+  friend class internal::collector_access;
+  friend class internal::object_access;
+  std::shared_ptr<internal::collector_state> state_;
+};
+
+}  // namespace palrt::sync

@@ -1,0 +1,148 @@
+// The collector's shared state, and the interface between the collector and the finalizer
+// thread (the finalizer component builds on these; hosts do not).
+//
+// The state is shared (std::shared_ptr) between the collector and a finalizer thread, so
+// that a finalizer thread detached after missing its stop deadline (a blocking finalizer)
+// never touches freed memory when it wakes up.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "palrt/sync/collector.hpp"
+#include "palrt/sync/object.hpp"
+
+namespace palrt::sync::internal {
+
+// Objects' state_ (object.hpp), written by the collector and the finalizer thread.
+enum object_state : std::uint8_t {
+  live = 0,
+  condemned = 1,     // dead, its handles being cleared; retired at the end of the collection
+  f_reachable = 2,   // dead, queued for finalization
+  finalizing = 3,    // its finalize() is running
+  finalized = 4,     // finalize() returned without resurrecting it: back to the collector
+};
+
+// Objects' flags_ (object.hpp).
+enum object_flags : std::uint8_t {
+  has_finalizer = 1,           // a finalizable
+  finalization_registered = 2,  // finalize it when found dead (suppress_finalize clears it)
+  resurrected = 4,             // set by resurrect() while its finalize() runs
+};
+
+// A FIFO of dead objects waiting for their finalizer, linked through object::next_; the
+// sequence numbers let a waiter wait for exactly the objects queued before it asked.
+class finalization_queue {
+ public:
+  // The finalizer thread's wake-up, called after each push, under the queue's lock (so it
+  // never runs after clear_consumer() returned). A plain function and its argument: a push
+  // never allocates.
+  void set_consumer(void (*wake)(void*), void* context);
+  // The consumer stopped: waiters return, and pushes no longer wake anybody.
+  void clear_consumer();
+  bool has_consumer() const;
+
+  void push(object* first, object* last, std::size_t n);
+  // Up to `max` objects, oldest first, as a chain; null if empty.
+  object* take(std::size_t max, std::size_t& n);
+  // Puts objects taken but not run back at the front (a stop request mid-batch).
+  void requeue_front(object* first, object* last, std::size_t n);
+  // The consumer ran `n` more objects (after take()).
+  void complete(std::size_t n);
+
+  std::uint64_t enqueued() const noexcept { return enqueued_.load(std::memory_order_acquire); }
+  std::uint64_t completed() const noexcept { return completed_.load(std::memory_order_acquire); }
+  // Blocks until completed() >= target: true; false at the deadline or once the consumer
+  // stopped (or if there is none).
+  bool wait_until_completed(std::uint64_t target, std::chrono::steady_clock::time_point deadline);
+  // Everything still queued, for the collector's shutdown (unlinked from the queue).
+  object* take_all(std::size_t& n);
+
+ private:
+  mutable std::mutex lock_;
+  std::condition_variable completed_changed_;
+  object* head_ = nullptr;
+  object* tail_ = nullptr;
+  void (*wake_)(void*) = nullptr;
+  void* wake_context_ = nullptr;
+  bool consumer_ = false;
+  std::atomic<std::uint64_t> enqueued_{0};   // written under lock_
+  std::atomic<std::uint64_t> completed_{0};  // written under lock_
+};
+
+// A batch of objects retired together, freed once no reader is older than its tag.
+struct retired_batch {
+  std::uint64_t tag;
+  object* first;
+  std::size_t count;
+};
+
+inline constexpr std::size_t allocation_shards = 8;
+struct alignas(64) allocation_shard {
+  std::atomic<std::uint64_t> created{0};  // relaxed: a counter; summed for reports
+};
+
+struct collector_state {
+  collector_state(handle_table& t, collector_options o) : table(t), options(o) {}
+  handle_table& table;
+  const collector_options options;
+
+  // Lock-free stacks (object::next_): pushed by any thread, taken whole by collect().
+  std::atomic<object*> dead{nullptr};
+  std::atomic<object*> finalized_list{nullptr};
+  finalization_queue finalization;
+
+  std::mutex collect_lock;          // one collection at a time
+  std::vector<retired_batch> retired;  // under collect_lock
+  std::atomic<std::uint64_t> awaiting_grace{0};
+  std::atomic<std::uint64_t> freed{0};
+  std::atomic<std::uint64_t> collections{0};
+  std::atomic<std::uint64_t> queued_total{0};
+  std::array<allocation_shard, allocation_shards> shards;
+
+  static void push(std::atomic<object*>& list, object* first, object* last) noexcept;
+
+  // A singly linked chain through object::next_, built by one thread.
+  struct chain_ref {
+    object* first = nullptr;
+    object* last = nullptr;
+    std::size_t n = 0;
+  };
+  static void append(chain_ref& c, object* o) noexcept;
+  static void link(object* o, object* next) noexcept { o->next_ = next; }
+  static void destroy(object* o) noexcept;  // frees the object (its destructor runs)
+};
+
+// make_object's allocation count reached collector_options::collect_every: collect here
+// (skipped if this thread is inside a collection of this collector already).
+void collect_now(collector_state& c);
+// An object of `c` died: counts deaths that a running collection itself caused (its
+// destructors, its cleared dependent handles), so it knows to run another round.
+void note_death(collector_state& c) noexcept;
+
+// Running a finalizer, for the finalizer thread.
+class finalization_access {
+ public:
+  enum class outcome { finalized, resurrected, threw };
+  // Marks `o` finalizing, runs finalize() and contains what it throws (into *error).
+  static outcome run(object& o, std::exception_ptr& error) noexcept;
+  // Hands `o` back after run(): to the collector's finalized list, or back to life.
+  static void finished(object& o, outcome result) noexcept;
+  static object* next(const object& o) noexcept { return o.next_; }
+};
+
+// The finalizer's way into a collector.
+class collector_access {
+ public:
+  static std::shared_ptr<collector_state> state(const collector& c) noexcept { return c.state_; }
+};
+
+}  // namespace palrt::sync::internal

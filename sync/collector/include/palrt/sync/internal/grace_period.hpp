@@ -1,0 +1,24 @@
+// The reclaimer's side of read sections (read_section.hpp): tag what was retired with an
+// epoch, then ask whether every reader that could still see it has left its section.
+#pragma once
+
+#include <cstdint>
+
+namespace palrt::sync::internal {
+
+// Call after unlinking a batch (clearing the handles that led to it): advances the global
+// epoch and returns the batch's tag.
+std::uint64_t retire_epoch() noexcept;
+
+// Runs the process-wide barrier, then returns the oldest epoch a reader is still in, or
+// UINT64_MAX if none is in a section. A batch tagged t may be freed once this is > t.
+std::uint64_t oldest_reader_epoch();
+
+// Readers registered so far (threads that ever opened a section), and of them in use.
+struct reader_census {
+  std::size_t records = 0;
+  std::size_t in_use = 0;
+};
+reader_census count_readers() noexcept;
+
+}  // namespace palrt::sync::internal

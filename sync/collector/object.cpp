@@ -1,0 +1,87 @@
+// Objects of the embedded collector: construction through make_object, death, and the
+// finalization controls (suppress, reregister, resurrect).
+#include "palrt/sync/object.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "palrt/sync/collector.hpp"
+#include "palrt/sync/internal/collector_state.hpp"
+
+namespace palrt::sync {
+
+namespace internal {
+namespace {
+// The collector of the object make_object is constructing on this thread; object() takes it
+// (before any member of the derived class is constructed, so a make_object nested in a
+// derived constructor sets it afresh).
+constinit thread_local collector_state* constructing = nullptr;
+// Spreads threads over the allocation counters.
+std::atomic<unsigned> next_shard{0};
+constinit thread_local int shard = -1;
+}  // namespace
+
+void object_access::begin_construction(collector& c) noexcept {
+  constructing = collector_access::state(c).get();
+}
+
+void object_access::end_construction() noexcept { constructing = nullptr; }
+
+void object_access::created(object& o) {
+  collector_state& c = *o.collector_;
+  if (shard < 0) shard = static_cast<int>(next_shard.fetch_add(1, std::memory_order_relaxed) % allocation_shards);
+  // relaxed: a counter; a shard is (nearly always) one thread's own cache line.
+  const std::uint64_t n = c.shards[static_cast<std::size_t>(shard)].created.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (c.options.collect_every != 0 && n % c.options.collect_every == 0) collect_now(c);
+}
+
+handle_table& object_access::table_of(const object& o) noexcept { return o.collector_->table; }
+
+}  // namespace internal
+
+object::object() : collector_(internal::constructing) {
+  internal::constructing = nullptr;
+  if (!collector_) {
+    std::fprintf(stderr,
+                 "palrt: a palrt::sync::object was constructed outside make_object(); its collector "
+                 "could never free it\n");
+    std::abort();
+  }
+}
+
+object::~object() = default;
+
+void object::died() noexcept {
+  internal::collector_state::push(collector_->dead, this, this);
+  internal::note_death(*collector_);
+}
+
+finalizable::finalizable() {
+  flags_.store(internal::has_finalizer | internal::finalization_registered, std::memory_order_relaxed);
+}
+
+ref<finalizable> finalizable::resurrect() noexcept {
+  // Only the finalizer thread, inside this object's finalize(), sees it finalizing.
+  if (state_.load(std::memory_order_relaxed) != internal::finalizing) return {};
+  if (flags_.load(std::memory_order_relaxed) & internal::resurrected) {
+    add_ref();  // resurrected before in this finalize(): the count is held elsewhere
+    return ref<finalizable>::adopt(this);
+  }
+  // The count is zero and nobody else can raise it (zero is terminal): store, not CAS.
+  strong_.store(1, std::memory_order_relaxed);
+  flags_.fetch_or(internal::resurrected, std::memory_order_relaxed);
+  return ref<finalizable>::adopt(this);
+}
+
+void suppress_finalize(finalizable& o) noexcept {
+  // relaxed: read by the collect() that finds the object dead, which synchronises with the
+  // last release of its count (acq_rel), and that release follows this call.
+  static_cast<object&>(o).flags_.fetch_and(static_cast<std::uint8_t>(~internal::finalization_registered),
+                                           std::memory_order_relaxed);
+}
+
+void reregister_for_finalize(finalizable& o) noexcept {
+  static_cast<object&>(o).flags_.fetch_or(internal::finalization_registered, std::memory_order_relaxed);
+}
+
+}  // namespace palrt::sync

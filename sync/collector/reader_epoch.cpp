@@ -1,0 +1,98 @@
+// Read sections and grace periods: palrt's epoch-based reclamation over the process barrier.
+//
+// Reader (read_section): e = global_epoch (acquire); record.epoch = e (B, plain store);
+// ... loads ...; record.epoch = 0 (release).
+// Reclaimer: unlink (clear the handles to what it retires); t = global_epoch++ (B'', the
+// batch's tag); FlushProcessWriteBuffers() (B'); read every record. A batch tagged t is
+// freed once every record reads 0 or an epoch > t.
+//
+// Why that is enough, for a reader R and a batch tagged t:
+//   - R's record reads e > t: R read the epoch after B'' (acquire pairs with its acq_rel
+//     increment), so R also sees the unlinking, done before B'': R cannot reach the batch.
+//   - R's record reads 0 after B': either R was outside a section when the barrier ran on
+//     its CPU, so any section it opens later loads after the unlinking was globally visible;
+//     or R's section had ended (its release store of 0 orders its reads before our free).
+//     What the barrier rules out is the store buffer case: R stored its epoch (B) but the
+//     store was not yet visible while R's loads already ran. After B' returns, every other
+//     thread has executed a full barrier, so B is visible to our scan or R's loads come after.
+//   - R's record reads e <= t: R may hold a pointer into the batch; it waits.
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+#include "palrt/pal/compat.hpp"
+#include "palrt/sync/internal/grace_period.hpp"
+#include "palrt/sync/read_section.hpp"
+
+namespace palrt::sync::internal {
+
+// Starts at 1: a record holding 0 is outside any section.
+std::atomic<std::uint64_t> global_epoch{1};
+constinit thread_local reader_record* current_reader = nullptr;
+
+namespace {
+
+// Records are pushed at the head and never removed or freed.
+std::atomic<reader_record*> all_readers{nullptr};
+
+// Gives the thread's record back when the thread exits (reused by a later thread).
+struct reader_release {
+  ~reader_release() {
+    if (reader_record* r = current_reader) {
+      current_reader = nullptr;
+      // release: our last section's end is visible to the thread that claims it next.
+      r->in_use.store(false, std::memory_order_release);
+    }
+  }
+};
+
+}  // namespace
+
+reader_record* register_current_reader() {
+  static thread_local reader_release release_at_exit;  // registers the exit hook first
+  (void)release_at_exit;
+  for (reader_record* r = all_readers.load(std::memory_order_acquire); r; r = r->next) {
+    bool expected = false;
+    if (!r->in_use.load(std::memory_order_relaxed) &&
+        r->in_use.compare_exchange_strong(expected, true, std::memory_order_acquire)) {
+      current_reader = r;
+      return r;
+    }
+  }
+  auto* r = new reader_record;  // never freed: reclaimers walk the list without a lock
+  r->in_use.store(true, std::memory_order_relaxed);
+  reader_record* head = all_readers.load(std::memory_order_relaxed);
+  do {
+    r->next = head;
+    // release: a reclaimer walking the list sees the record initialised.
+  } while (!all_readers.compare_exchange_weak(head, r, std::memory_order_release, std::memory_order_relaxed));
+  current_reader = r;
+  return r;
+}
+
+std::uint64_t retire_epoch() noexcept {
+  // B'': acq_rel, so a reader that reads the new value (acquire) sees our unlinking.
+  return global_epoch.fetch_add(1, std::memory_order_acq_rel);
+}
+
+std::uint64_t oldest_reader_epoch() {
+  FlushProcessWriteBuffers();  // B'
+  std::uint64_t oldest = std::numeric_limits<std::uint64_t>::max();
+  for (reader_record* r = all_readers.load(std::memory_order_acquire); r; r = r->next) {
+    // acquire: pairs with the reader's release store of 0 (its reads are done).
+    const std::uint64_t e = r->epoch.load(std::memory_order_acquire);
+    if (e != 0) oldest = std::min(oldest, e);
+  }
+  return oldest;
+}
+
+reader_census count_readers() noexcept {
+  reader_census c;
+  for (reader_record* r = all_readers.load(std::memory_order_acquire); r; r = r->next) {
+    ++c.records;
+    if (r->in_use.load(std::memory_order_relaxed)) ++c.in_use;
+  }
+  return c;
+}
+
+}  // namespace palrt::sync::internal

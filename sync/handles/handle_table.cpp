@@ -1,0 +1,405 @@
+// The handle table: blocks, refill and return, release, sweeps. The per-thread caches and
+// the registry of live tables are in handle_cache.cpp.
+//
+// Protocol (who writes what):
+//   - A block's `taken` bits are set only by refill, under the kind's lock, and cleared only
+//     by a thread returning slots from its own cache (fetch_and, no lock). So a bit refill
+//     sees clear stays clear until refill itself sets it.
+//   - A slot's value: the free marker while the slot is free; a target (or null) while it is
+//     a handle. allocate() stores the target (release: publishes the target's and, for a
+//     dependent handle, the secondary's initialisation); release() exchanges it back to the
+//     marker (acq_rel: a second release sees the marker, even racing); a sweep clears a dead
+//     target with compare-exchange, so it never overwrites a newer value.
+//   - A free slot travels: release() puts it in the releasing thread's cache; from there it
+//     is allocated again by that thread, or returned to its block (clearing its bit, with
+//     release ordering so the marker store is visible to the next refill that claims it:
+//     A, paired with the acquire in refill, A').
+#include "palrt/sync/handle_table.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+#include "palrt/sync/internal/handle_block.hpp"
+#include "palrt/sync/internal/handle_table_access.hpp"
+
+#if !defined(NDEBUG) || defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define PALRT_HANDLE_CHECKS 1
+#else
+#define PALRT_HANDLE_CHECKS 0
+#endif
+
+namespace palrt::sync {
+
+const char* handle_kind_name(handle_kind kind) noexcept {
+  switch (kind) {
+    case handle_kind::strong: return "strong";
+    case handle_kind::weak_short: return "weak-short";
+    case handle_kind::weak_long: return "weak-long";
+    case handle_kind::dependent: return "dependent";
+  }
+  return "unknown";
+}
+
+handle_allocation_error::handle_allocation_error(handle_kind kind)
+    : message_(std::string("palrt: handle table: cannot allocate a block for ") +
+               handle_kind_name(kind) + " handles (out of memory); handles already allocated are intact") {}
+
+namespace internal {
+
+namespace {
+constexpr char free_marker_byte = 0;
+constexpr std::uint64_t last_word_mask = (std::uint64_t{1} << (handle_block_slots - 64)) - 1;
+constexpr std::uint64_t word_mask(std::size_t word) noexcept { return word == 0 ? ~std::uint64_t{0} : last_word_mask; }
+}  // namespace
+
+void* free_slot_marker() noexcept { return const_cast<char*>(&free_marker_byte); }
+
+void return_to_blocks(handle_kind_state& kind, handle_cache& cache, std::uint32_t n) noexcept {
+  n = std::min(n, cache.count);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    std::atomic<void*>* slot = cache.slots[i];
+    handle_block* block = handle_block::of(slot);
+    const std::size_t index = block->index_of(slot);
+    // A: release, so the refill that claims this bit (A') sees the free marker stored by
+    // release(), and nothing this thread wrote to the slot can land after its next owner's.
+    block->taken[index / 64].fetch_and(~(std::uint64_t{1} << (index % 64)), std::memory_order_release);
+  }
+  std::memmove(cache.slots, cache.slots + n, (cache.count - n) * sizeof(cache.slots[0]));
+  cache.count -= n;
+  kind.free_in_blocks.fetch_add(n, std::memory_order_relaxed);
+}
+
+}  // namespace internal
+
+using internal::handle_block;
+using internal::handle_cache;
+using internal::handle_kind_state;
+
+namespace {
+
+std::atomic<std::uint64_t> next_table_serial{1};  // 0 is "no table" in the thread's hint
+
+[[noreturn]] void misuse(const char* operation, const void* h, const char* problem) noexcept {
+  // stdio, not iostreams: this may run in a destructor during exit, with nothing else safe.
+  std::fprintf(stderr, "palrt: handle_table::%s(%p): %s\n", operation, h, problem);
+  std::fflush(stderr);
+  std::abort();
+}
+
+handle_block* new_block(internal::handle_table_state& state, const handle_table* owner, handle_kind kind) {
+  int failing = state.failing_allocations.load(std::memory_order_relaxed);
+  while (failing > 0 && !state.failing_allocations.compare_exchange_weak(failing, failing - 1,
+                                                                       std::memory_order_relaxed)) {
+  }
+  if (failing > 0) throw handle_allocation_error(kind);
+  void* memory = std::aligned_alloc(internal::handle_block_bytes, internal::handle_block_bytes);
+  if (!memory) throw handle_allocation_error(kind);
+  std::atomic<void*>* secondaries = nullptr;
+  if (kind == handle_kind::dependent) {
+    secondaries = static_cast<std::atomic<void*>*>(
+        std::malloc(internal::handle_block_slots * sizeof(std::atomic<void*>)));
+    if (!secondaries) {
+      std::free(memory);
+      throw handle_allocation_error(kind);
+    }
+    for (std::size_t i = 0; i < internal::handle_block_slots; ++i)
+      new (&secondaries[i]) std::atomic<void*>(nullptr);
+  }
+  auto* block = new (memory) handle_block;
+  block->owner = owner;
+  block->kind = kind;
+  block->secondaries = secondaries;
+  for (auto& slot : block->slots) slot.store(internal::free_slot_marker(), std::memory_order_relaxed);
+  if (PALRT_HANDLE_CHECKS) {
+    std::lock_guard lock(state.all_blocks_lock);
+    auto& all = state.all_blocks;
+    try {
+      all.insert(std::upper_bound(all.begin(), all.end(), block), block);
+    } catch (...) {
+      std::free(secondaries);
+      std::free(memory);
+      throw handle_allocation_error(kind);
+    }
+  }
+  return block;
+}
+
+void free_block(handle_block* block) noexcept {
+  std::free(block->secondaries);
+  block->~handle_block();
+  std::free(block);
+}
+
+// Claims up to `want` free slots of `block` into `cache` (under the kind's lock).
+void claim_from(handle_block* block, handle_cache& cache, std::uint32_t want) noexcept {
+  for (std::size_t word = 0; word < 2 && cache.count < want; ++word) {
+    // relaxed: only this lock's holder sets bits, so a clear bit seen here stays clear.
+    std::uint64_t free = ~block->taken[word].load(std::memory_order_relaxed) & internal::word_mask(word);
+    std::uint64_t claim = 0;
+    while (free && cache.count < want) {
+      const std::uint64_t bit = free & -free;
+      free ^= bit;
+      claim |= bit;
+      cache.slots[cache.count++] = &block->slots[word * 64 + static_cast<std::size_t>(std::countr_zero(bit))];
+    }
+    // A': acquire, pairs with A in return_to_blocks (the slot's last release is visible).
+    if (claim) block->taken[word].fetch_or(claim, std::memory_order_acquire);
+  }
+}
+
+// Fills `cache` with up to one batch of free slots of `kind`, growing the table if no block
+// has any. Throws handle_allocation_error only when it found no slot at all.
+void refill(internal::handle_table_state& state, const handle_table* owner, handle_kind kind,
+            handle_cache& cache) {
+  handle_kind_state& k = state.kinds[static_cast<std::size_t>(kind)];
+  std::lock_guard lock(k.lock);
+  const std::uint32_t want = std::min<std::uint32_t>(handle_cache::batch, handle_cache::capacity - cache.count);
+  const std::uint32_t before = cache.count;
+  if (k.free_in_blocks.load(std::memory_order_relaxed) > 0) {
+    handle_block* head = k.blocks.load(std::memory_order_relaxed);
+    handle_block* start = k.cursor ? k.cursor : head;
+    handle_block* block = start;
+    while (block) {
+      claim_from(block, cache, before + want);
+      if (cache.count == before + want) break;
+      block = block->next.load(std::memory_order_relaxed);
+      if (!block) block = head;
+      if (block == start) break;
+    }
+    k.cursor = block;
+    const std::size_t claimed = cache.count - before;
+    // Only refill lowers it, under this lock; returns may raise it meanwhile.
+    std::size_t free = k.free_in_blocks.load(std::memory_order_relaxed);
+    while (!k.free_in_blocks.compare_exchange_weak(free, free >= claimed ? free - claimed : 0,
+                                                 std::memory_order_relaxed)) {
+    }
+  }
+  if (cache.count > before) return;
+  handle_block* block = new_block(state, owner, kind);
+  block->next.store(k.blocks.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  // release: a sweep that finds the block through the list sees it initialised.
+  k.blocks.store(block, std::memory_order_release);
+  k.block_count.fetch_add(1, std::memory_order_relaxed);
+  k.cursor = block;
+  k.free_in_blocks.fetch_add(internal::handle_block_slots, std::memory_order_relaxed);
+  claim_from(block, cache, before + want);
+  k.free_in_blocks.fetch_sub(cache.count - before, std::memory_order_relaxed);
+}
+
+template <class F>
+void for_each_used_slot(const handle_kind_state& k, F&& f) {
+  for (handle_block* block = k.blocks.load(std::memory_order_acquire); block;
+       block = block->next.load(std::memory_order_acquire)) {
+    for (std::size_t word = 0; word < 2; ++word) {
+      // acquire: pairs with A' (a slot claimed since is initialised when we read it).
+      std::uint64_t bits = block->taken[word].load(std::memory_order_acquire);
+      while (bits) {
+        const std::size_t index = word * 64 + static_cast<std::size_t>(std::countr_zero(bits));
+        bits &= bits - 1;
+        f(block, index);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+handle_table::handle_table()
+    : serial_(next_table_serial.fetch_add(1, std::memory_order_relaxed)),
+      state_(std::make_unique<internal::handle_table_state>()) {
+  internal::register_table(serial_, state_.get());
+}
+
+handle_table::~handle_table() {
+  // After this no exiting thread returns slots here (they do so under the registry's lock).
+  internal::unregister_table(serial_);
+  const handle_counters c = counters();
+  std::size_t in_use = 0;
+  for (std::size_t n : c.handles) in_use += n;
+  if (in_use > 0) {
+    std::fprintf(stderr,
+                 "palrt: handle_table destroyed with %zu handles still allocated; its %zu blocks "
+                 "are left allocated so that those handles stay valid memory\n",
+                 in_use, c.blocks);
+    (void)state_.release();  // deliberately leaked: see above
+    return;
+  }
+  for (auto& k : state_->kinds) {
+    handle_block* block = k.blocks.load(std::memory_order_acquire);
+    while (block) {
+      handle_block* next = block->next.load(std::memory_order_relaxed);
+      free_block(block);
+      block = next;
+    }
+  }
+}
+
+handle handle_table::allocate(handle_kind kind, void* target, void* secondary) {
+  const auto k = static_cast<std::size_t>(kind);
+  if (k >= handle_kind_count) throw std::invalid_argument("palrt: handle_table::allocate: unknown handle kind");
+  if (secondary && kind != handle_kind::dependent)
+    throw std::invalid_argument("palrt: handle_table::allocate: only a dependent handle has a secondary");
+  std::atomic<void*>* slot;
+  if (internal::handle_table_caches* caches = internal::thread_caches(serial_)) [[likely]] {
+    handle_cache& cache = caches->kinds[k];
+    if (cache.count == 0) [[unlikely]] refill(*state_, this, kind, cache);
+    slot = cache.slots[--cache.count];
+  } else {
+    // The thread is exiting and has returned its caches: one slot straight from the blocks.
+    handle_cache cache;
+    refill(*state_, this, kind, cache);
+    slot = cache.slots[--cache.count];
+    internal::return_to_blocks(state_->kinds[k], cache, cache.count);
+  }
+  if (kind == handle_kind::dependent) {
+    handle_block* block = handle_block::of(slot);
+    // relaxed: published by the release store of the target below.
+    block->secondaries[block->index_of(slot)].store(secondary, std::memory_order_relaxed);
+  }
+  slot->store(target, std::memory_order_release);
+  return handle(slot);
+}
+
+void* handle_table::release(handle h) noexcept {
+  handle_block* block = block_of(h, "release");
+  // acq_rel: acquire makes the target's last writer's stores visible to the caller (who may
+  // act on the returned target); release orders the caller's last uses of the slot before
+  // the slot's next owner. An exchange, so two racing releases cannot both succeed.
+  void* old = h.slot_->exchange(internal::free_slot_marker(), std::memory_order_acq_rel);
+  if (old == internal::free_slot_marker()) misuse("release", h.slot_, "the handle was already released");
+  if (block->secondaries)
+    block->secondaries[block->index_of(h.slot_)].store(nullptr, std::memory_order_relaxed);
+  handle_kind_state& k = state_->kinds[static_cast<std::size_t>(block->kind)];
+  internal::handle_table_caches* caches = nullptr;
+  try {
+    caches = internal::thread_caches(serial_);
+  } catch (...) {
+    // No memory for this thread's first cache: return the slot straight to its block.
+  }
+  if (caches) [[likely]] {
+    handle_cache& cache = caches->kinds[static_cast<std::size_t>(block->kind)];
+    if (cache.count == handle_cache::capacity) [[unlikely]]
+      internal::return_to_blocks(k, cache, handle_cache::batch);
+    cache.slots[cache.count++] = h.slot_;
+  } else {
+    handle_cache single;
+    single.slots[single.count++] = h.slot_;
+    internal::return_to_blocks(k, single, 1);
+  }
+  return old;
+}
+
+handle_block* handle_table::block_of(handle h, const char* operation) const noexcept {
+  if (!h) misuse(operation, nullptr, "a null handle");
+  const auto address = reinterpret_cast<std::uintptr_t>(h.slot_);
+  handle_block* block = handle_block::of(h.slot_);
+  if (address % alignof(std::atomic<void*>) != 0) misuse(operation, h.slot_, "not a handle of this table (misaligned)");
+  if (PALRT_HANDLE_CHECKS) {
+    std::lock_guard lock(state_->all_blocks_lock);
+    if (!std::binary_search(state_->all_blocks.begin(), state_->all_blocks.end(), block))
+      misuse(operation, h.slot_, "not a handle of this table");
+  }
+  if (block->magic != internal::handle_block_magic || block->owner != this)
+    misuse(operation, h.slot_, "not a handle of this table");
+  if (address - reinterpret_cast<std::uintptr_t>(block) < internal::handle_block_header_bytes)
+    misuse(operation, h.slot_, "not a handle of this table (inside a block header)");
+  return block;
+}
+
+void* handle_table::secondary(handle h) const noexcept {
+  handle_block* block = block_of(h, "secondary");
+  return block->secondaries ? block->secondaries[block->index_of(h.slot_)].load(std::memory_order_acquire) : nullptr;
+}
+
+void handle_table::set_secondary(handle h, void* secondary) const noexcept {
+  handle_block* block = block_of(h, "set_secondary");
+  if (!block->secondaries) misuse("set_secondary", h.slot_, "only a dependent handle has a secondary");
+  block->secondaries[block->index_of(h.slot_)].store(secondary, std::memory_order_release);
+}
+
+handle_kind handle_table::kind(handle h) const noexcept { return block_of(h, "kind")->kind; }
+
+std::size_t handle_table::sweep(handle_kind kind, void* is_alive, predicate_fn alive, void* on_cleared,
+                                cleared_fn cleared) {
+  if (kind == handle_kind::strong || static_cast<std::size_t>(kind) >= handle_kind_count)
+    throw std::invalid_argument("palrt: handle_table::sweep_weak: only weak and dependent handles are swept");
+  void* const marker = internal::free_slot_marker();
+  std::size_t count = 0;
+  for_each_used_slot(state_->kinds[static_cast<std::size_t>(kind)], [&](handle_block* block, std::size_t i) {
+    std::atomic<void*>& slot = block->slots[i];
+    void* target = slot.load(std::memory_order_acquire);
+    if (!target || target == marker || alive(is_alive, target)) return;
+    // Read before clearing: once the primary is cleared, the owner may release the slot and
+    // a new handle reuse it. The slot cannot have been reused for this same target since:
+    // nobody allocates a handle to a dead object.
+    void* secondary = block->secondaries ? block->secondaries[i].load(std::memory_order_acquire) : nullptr;
+    if (!slot.compare_exchange_strong(target, nullptr, std::memory_order_acq_rel, std::memory_order_relaxed))
+      return;  // released or retargeted meanwhile: not ours to clear
+    ++count;
+    if (cleared) cleared(on_cleared, target, secondary);
+  });
+  return count;
+}
+
+void handle_table::visit_strong(void* visit, visit_fn fn) const {
+  void* const marker = internal::free_slot_marker();
+  for_each_used_slot(state_->kinds[static_cast<std::size_t>(handle_kind::strong)], [&](handle_block* block, std::size_t i) {
+    void* target = block->slots[i].load(std::memory_order_acquire);
+    if (target && target != marker) fn(visit, target);
+  });
+}
+
+std::size_t handle_table::promote(void* is_alive, predicate_fn alive, void* mark, visit_fn fn) const {
+  void* const marker = internal::free_slot_marker();
+  std::size_t count = 0;
+  for_each_used_slot(state_->kinds[static_cast<std::size_t>(handle_kind::dependent)], [&](handle_block* block, std::size_t i) {
+    void* primary = block->slots[i].load(std::memory_order_acquire);
+    if (!primary || primary == marker || !alive(is_alive, primary)) return;
+    void* secondary = block->secondaries[i].load(std::memory_order_acquire);
+    if (secondary && !alive(is_alive, secondary)) {
+      fn(mark, secondary);
+      ++count;
+    }
+  });
+  return count;
+}
+
+handle_counters handle_table::counters() const {
+  handle_counters c;
+  void* const marker = internal::free_slot_marker();
+  for (std::size_t k = 0; k < handle_kind_count; ++k) {
+    const handle_kind_state& state = state_->kinds[k];
+    const std::size_t blocks = state.block_count.load(std::memory_order_relaxed);
+    c.blocks += blocks;
+    c.bytes += blocks * (internal::handle_block_bytes +
+                         (k == static_cast<std::size_t>(handle_kind::dependent)
+                              ? internal::handle_block_slots * sizeof(std::atomic<void*>)
+                              : 0));
+    for_each_used_slot(state, [&](handle_block* block, std::size_t i) {
+      if (block->slots[i].load(std::memory_order_relaxed) != marker) ++c.handles[k];
+    });
+  }
+  return c;
+}
+
+}  // namespace palrt::sync
+
+namespace palrt::sync::internal {
+
+void handle_table_access::fail_block_allocations(handle_table& table, int n) noexcept {
+  table.state_->failing_allocations.store(n, std::memory_order_relaxed);
+}
+
+std::size_t handle_table_access::cached_free_slots(const handle_table& table, handle_kind kind) {
+  handle_table_caches* caches = thread_caches(table.serial_);
+  return caches ? caches->kinds[static_cast<std::size_t>(kind)].count : 0;
+}
+
+std::size_t handle_table_access::slots_per_block() noexcept { return handle_block_slots; }
+
+}  // namespace palrt::sync::internal

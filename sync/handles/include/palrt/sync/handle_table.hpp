@@ -1,0 +1,211 @@
+// palrt::sync::handle_table: stable slots that refer to objects, for a runtime's GC.
+//
+// A handle is the address of one slot holding an object pointer (its target). Code that must
+// not hold an object pointer directly across a collection (native code, a cache, a side
+// table) holds a handle instead, and the host's garbage collector finds and updates every
+// target through the table: strong handles are roots, weak handles are cleared when their
+// target dies, a dependent handle keeps its secondary alive while its primary lives.
+//
+// Kinds (what a collection does to each):
+//   strong      a root: the host marks its target; sweeps never clear it.
+//   weak_short  cleared as soon as the target is found dead, before its finalizer runs, so
+//               it never sees an object that is being finalized.
+//   weak_long   tracks the target through finalization: cleared only when the target is
+//               dead after finalization (not if the finalizer resurrected it).
+//   dependent   a weak primary that keeps a secondary alive: while the primary lives the
+//               host treats the secondary as reachable (promote_dependents); when the
+//               primary dies both are cleared. For side tables keyed on objects.
+//
+// A host GC's mark phase calls the table in this order (CoreCLR's order):
+//   1. mark from the roots, for_each_strong() among them; then promote_dependents() until it
+//      returns 0, marking from each secondary it reports;
+//   2. sweep_weak(weak_short, is_alive);
+//   3. the finalization scan: dead finalizable objects are kept for the finalizer and marked
+//      from (then promote_dependents() again until 0);
+//   4. sweep_weak(weak_long, is_alive) and sweep_weak(dependent, is_alive).
+// palrt's embedded collector (collector.hpp) follows this order with reference counts.
+//
+// Memory: slots live in 1 KiB blocks aligned to their size, 120 slots each, one kind per
+// block, so a handle finds its block (kind, owner, bitmask) by masking its address. A block's
+// bitmask has a bit set for each slot handed out of the block; a sweep walks set bits. A
+// thread allocates from a cache of free slots of its own (one per table and kind), refilled
+// 32 slots at a time from the blocks under the kind's lock, and releases into it, so the
+// steady state takes no lock and writes no shared cache line: an allocate/release pair is
+// one atomic exchange and a few plain stores (docs/BENCHMARKS.md, `palrt-bench handles`).
+// A slot in a thread's cache still has its bit set and holds a reserved "free" marker, which
+// sweeps skip. Blocks are never returned while the table lives (the table's size is its
+// high-water mark), which is what lets release be lock-free from any thread and sweeps run
+// while other threads allocate and release.
+//
+// Thread safety: allocate, release, target, set_target, sweeps, for_each_strong,
+// promote_dependents and counters may all be called concurrently from any threads, the
+// finalizer's included. A sweep clears a slot only if it still holds the dead target it
+// read (compare-exchange), so a concurrent set_target wins. A host must not allocate a new
+// handle to an object it has found dead.
+//
+// Misuse: releasing a handle twice, or releasing (or reading the kind of) a pointer that is
+// not a handle of this table, prints one line to stderr naming the problem and aborts (a
+// corrupted table cannot be reported any other way). Every build detects a second release,
+// even one racing the first (release is an atomic exchange anyway), and a handle of another
+// table or a pointer into a live block that is not a slot (a read of the block header,
+// usually cached: no measurable cost). Checked builds (NDEBUG not defined, or ASan/TSan)
+// also look the block up in the table's list of blocks under a lock before touching it, so
+// that a wild pointer is reported instead of faulting: tens of nanoseconds per release.
+// In a release build a pointer into unmapped memory faults (SIGSEGV) instead.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <string>
+#include <type_traits>
+
+namespace palrt::sync {
+
+namespace internal {
+class handle_table_access;
+struct handle_block;
+struct handle_table_state;
+}  // namespace internal
+
+enum class handle_kind : std::uint8_t { strong, weak_short, weak_long, dependent };
+inline constexpr std::size_t handle_kind_count = 4;
+const char* handle_kind_name(handle_kind kind) noexcept;  // "strong", "weak-short", ...
+
+// A handle: the address of one slot. Plain data, copied freely; owning one (releasing it
+// exactly once) is the job of owned_handle and the typed wrappers (typed_handles.hpp).
+class handle {
+ public:
+  handle() noexcept = default;
+  explicit operator bool() const noexcept { return slot_ != nullptr; }
+  friend bool operator==(handle, handle) noexcept = default;
+  // The slot's address, for logging and as a map key.
+  const void* address() const noexcept { return slot_; }
+
+ private:
+  friend class handle_table;
+  friend class internal::handle_table_access;
+  explicit handle(std::atomic<void*>* slot) noexcept : slot_(slot) {}
+  std::atomic<void*>* slot_ = nullptr;
+};
+
+// Thrown by allocate() when the table needs a new block and the allocation fails. Nothing
+// is lost: every handle allocated before is intact and the table works on once memory is
+// available again.
+class handle_allocation_error : public std::bad_alloc {
+ public:
+  explicit handle_allocation_error(handle_kind kind);
+  const char* what() const noexcept override { return message_.c_str(); }
+
+ private:
+  std::string message_;
+};
+
+struct handle_counters {
+  // Handles allocated and not released, per kind (index: handle_kind).
+  std::array<std::size_t, handle_kind_count> handles{};
+  std::size_t blocks = 0;  // blocks of all kinds
+  std::size_t bytes = 0;   // memory held by blocks (and dependent blocks' secondaries)
+};
+
+class handle_table {
+ public:
+  handle_table();
+  handle_table(const handle_table&) = delete;
+  handle_table& operator=(const handle_table&) = delete;
+  // Every handle should have been released. If some were not, one line on stderr says how
+  // many, and the blocks are left allocated (never freed under a handle still in use).
+  ~handle_table();
+
+  // A new handle of `kind` holding `target` (may be null); `secondary` is a dependent
+  // handle's secondary and must be null for the other kinds. The target must not be an
+  // object the host has found dead. Throws handle_allocation_error (see above).
+  handle allocate(handle_kind kind, void* target, void* secondary = nullptr);
+
+  // Returns the slot to the table and returns the target it held at that moment: null if a
+  // sweep had cleared it (for a dependent handle this is how the owner learns who owns the
+  // secondary: the sweep that cleared the primary reported the secondary; see sweep_weak).
+  // Lock-free, from any thread. Aborts on misuse (see above).
+  void* release(handle h) noexcept;
+
+  // The target (acquire: the target's initialisation, published before it was stored, is
+  // visible). Undefined on a released handle.
+  static void* target(handle h) noexcept { return h.slot_->load(std::memory_order_acquire); }
+  // Stores a new target (release). For a dependent handle, the primary.
+  static void set_target(handle h, void* target) noexcept {
+    h.slot_->store(target, std::memory_order_release);
+  }
+  // A dependent handle's secondary (null for the other kinds).
+  void* secondary(handle h) const noexcept;
+  // Replaces a dependent handle's secondary. Not atomic with respect to a sweep that clears
+  // the primary at the same time (the sweep reports the secondary it read): a host changes
+  // secondaries only while its sweeps are not running.
+  void set_secondary(handle h, void* secondary) const noexcept;
+  // The handle's kind, from its block. Aborts on a pointer that is no handle of this table.
+  handle_kind kind(handle h) const noexcept;
+
+  // --- The host GC's interface (order: see the top of this file) ---
+
+  // Clears every handle of the weak or dependent kind `kind` whose target is not alive:
+  // calls is_alive(target) for each non-null target, and for each one it clears, calls
+  // on_cleared(target, secondary) (secondary is null except for dependent handles; the
+  // embedded collector drops its reference to it there). Returns the number cleared. Runs
+  // while other threads allocate and release; a slot that changed since it was read is left
+  // alone. Throws std::invalid_argument for kind == strong.
+  template <class IsAlive, class OnCleared>
+  std::size_t sweep_weak(handle_kind kind, IsAlive&& is_alive, OnCleared&& on_cleared) {
+    return sweep(kind, erase(is_alive), &call_predicate<std::remove_reference_t<IsAlive>>, erase(on_cleared),
+                 &call_cleared<std::remove_reference_t<OnCleared>>);
+  }
+  template <class IsAlive>
+  std::size_t sweep_weak(handle_kind kind, IsAlive&& is_alive) {
+    return sweep(kind, erase(is_alive), &call_predicate<std::remove_reference_t<IsAlive>>, nullptr, nullptr);
+  }
+  // Calls visit(target) for every non-null target of a strong handle.
+  template <class Visit>
+  void for_each_strong(Visit&& visit) const {
+    visit_strong(erase(visit), &call_visit<std::remove_reference_t<Visit>>);
+  }
+  // For every dependent handle whose primary is alive and whose secondary is not, calls
+  // mark(secondary). Returns how many it marked; the host repeats until it returns 0.
+  template <class IsAlive, class Mark>
+  std::size_t promote_dependents(IsAlive&& is_alive, Mark&& mark) const {
+    return promote(erase(is_alive), &call_predicate<std::remove_reference_t<IsAlive>>, erase(mark),
+                   &call_visit<std::remove_reference_t<Mark>>);
+  }
+
+  // A snapshot, not atomic across kinds: walks every block (microseconds per thousand
+  // blocks); for reports, not for a fast path.
+  handle_counters counters() const;
+
+ private:
+  friend class internal::handle_table_access;
+  using predicate_fn = bool (*)(void*, void*);
+  using visit_fn = void (*)(void*, void*);
+  using cleared_fn = void (*)(void*, void*, void*);
+  // The callbacks are passed as an address and a typed trampoline, so the walks stay out of
+  // line without std::function (no allocation, no copy of the callable).
+  template <class F>
+  static void* erase(F& f) noexcept { return const_cast<void*>(static_cast<const void*>(std::addressof(f))); }
+  template <class F>
+  static bool call_predicate(void* f, void* target) { return (*static_cast<F*>(f))(target); }
+  template <class F>
+  static void call_visit(void* f, void* target) { (*static_cast<F*>(f))(target); }
+  template <class F>
+  static void call_cleared(void* f, void* target, void* secondary) {
+    (*static_cast<F*>(f))(target, secondary);
+  }
+  std::size_t sweep(handle_kind kind, void* is_alive, predicate_fn, void* on_cleared, cleared_fn);
+  void visit_strong(void* visit, visit_fn) const;
+  std::size_t promote(void* is_alive, predicate_fn, void* mark, visit_fn) const;
+
+  internal::handle_block* block_of(handle h, const char* operation) const noexcept;
+
+  const std::uint64_t serial_;  // unique per table for the life of the process
+  std::unique_ptr<internal::handle_table_state> state_;
+};
+
+}  // namespace palrt::sync

@@ -1,0 +1,22 @@
+// What tests reach in the handle table beyond its public API.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "palrt/sync/handle_table.hpp"
+
+namespace palrt::sync::internal {
+
+class handle_table_access {
+ public:
+  // The next `n` block allocations of `table` fail as if memory were exhausted.
+  static void fail_block_allocations(handle_table& table, int n) noexcept;
+  // A handle value that points at `address` (for misuse tests: a pointer that is no handle).
+  static handle forge(void* address) noexcept { return handle(static_cast<std::atomic<void*>*>(address)); }
+  // Free slots in the calling thread's cache of `table` for `kind`.
+  static std::size_t cached_free_slots(const handle_table& table, handle_kind kind);
+  static std::size_t slots_per_block() noexcept;
+};
+
+}  // namespace palrt::sync::internal
