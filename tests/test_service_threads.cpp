@@ -26,20 +26,11 @@ using namespace std::chrono_literals;
 using palrt::sync::internal::finalizer_thread_access;
 using palrt::sync::internal::service_thread_access;
 using palrt::sync::internal::sync_manager_access;
+using palrt::testing::eventually;
 using palrt::testing::thread_exists;
 using palrt::testing::thread_state;
 
 namespace {
-
-// Waits (bounded) until `done` holds, yielding in between; false if it never did.
-bool eventually(const std::function<bool()>& done, std::chrono::seconds bound = 10s) {
-  const auto until = std::chrono::steady_clock::now() + bound;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    sched_yield();
-  }
-  return true;
-}
 
 // The thread sleeps in the kernel (waiting on its futex).
 bool becomes_idle(pid_t tid) {

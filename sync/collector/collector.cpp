@@ -60,11 +60,32 @@ void collector_state::append(chain_ref& c, object* o) noexcept {
   ++c.n;
 }
 
+// States of collectors destroyed while objects of theirs were alive. Reachable from a
+// global for the life of the process (never destroyed: late releases may come from other
+// threads during exit), so leak checkers see them, and what hangs off them, as kept.
+void keep_orphaned(std::shared_ptr<collector_state> state) {
+  static auto* const orphans = new std::vector<std::shared_ptr<collector_state>>;
+  static std::mutex lock;
+  std::lock_guard guard(lock);
+  orphans->push_back(std::move(state));
+}
+
 void note_death(collector_state& c) noexcept {
   if (collecting == &c) ++deaths_caused;
 }
 
 namespace {
+
+object* reversed(object* list) noexcept {
+  object* result = nullptr;
+  while (list) {
+    object* next = object_access::next(*list);
+    collector_state::link(list, result);
+    result = list;
+    list = next;
+  }
+  return result;
+}
 
 // Frees every retired batch no reader can still see. Under collect_lock.
 std::size_t reclaim(collector_state& c) {
@@ -106,7 +127,9 @@ collection_report run_collection(collector_state& c) {
     c.retired.reserve(c.retired.size() + 1);
     collector_state::chain_ref to_retire, to_finalize;
     // acquire: pairs with the pushers' release (the objects' last writes are visible).
-    for (object* o = c.dead.exchange(nullptr, std::memory_order_acquire); o;) {
+    // Reversed: the stack holds the latest death first; objects are finalized in the order
+    // they died, which keeps their wait in the queue fair.
+    for (object* o = reversed(c.dead.exchange(nullptr, std::memory_order_acquire)); o;) {
       object* next = object_access::next(*o);
       auto& state = object_access::state(*o);
       auto& flags = object_access::flags(*o);
@@ -126,7 +149,7 @@ collection_report run_collection(collector_state& c) {
       }
       o = next;
     }
-    for (object* o = c.finalized_list.exchange(nullptr, std::memory_order_acquire); o;) {
+    for (object* o = reversed(c.finalized_list.exchange(nullptr, std::memory_order_acquire)); o;) {
       object* next = object_access::next(*o);
       object_access::state(*o).store(condemned, std::memory_order_relaxed);
       collector_state::append(to_retire, o);
@@ -315,9 +338,9 @@ collector::~collector() {
                  " still referenced by the host or being finalized, %" PRIu64
                  " awaiting a grace period); they stay allocated\n",
                  alive, alive - n.awaiting_grace_period, n.awaiting_grace_period);
-    // Deliberately leaked: a reference the host drops later pushes onto this state's dead
-    // list, which must stay valid memory (nothing will free those objects).
-    new std::shared_ptr<internal::collector_state>(state_);
+    // Kept for the life of the process: a reference the host drops later pushes onto this
+    // state's dead list, which must stay valid memory (nothing will free those objects).
+    internal::keep_orphaned(state_);
   }
 }
 

@@ -226,7 +226,12 @@ handle_table::~handle_table() {
                  "palrt: handle_table destroyed with %zu handles still allocated; its %zu blocks "
                  "are left allocated so that those handles stay valid memory\n",
                  in_use, c.blocks);
-    (void)state_.release();  // deliberately leaked: see above
+    // Kept for the life of the process, reachable from a global (so leak checkers see it
+    // as kept, not lost): those handles must stay valid memory.
+    static auto* const orphans = new std::vector<std::unique_ptr<internal::handle_table_state>>;
+    static std::mutex lock;
+    std::lock_guard guard(lock);
+    orphans->push_back(std::move(state_));
     return;
   }
   for (auto& k : state_->kinds) {

@@ -3,10 +3,10 @@
 #pragma once
 
 #include <sched.h>
-
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -56,6 +56,19 @@ inline int palrt_threads_alive_settled(int expected) { return count_settled(palr
 inline bool thread_exists(pid_t tid) {
   std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/stat");
   return in.good();
+}
+
+// Waits (bounded) until `done` holds, yielding in between; false if it never did. For
+// states only the kernel reports (a thread gone from /proc): never a substitute for an event
+// the code under test signals.
+inline bool eventually(const std::function<bool()>& done,
+                       std::chrono::seconds bound = std::chrono::seconds(10)) {
+  const auto until = std::chrono::steady_clock::now() + bound;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    sched_yield();
+  }
+  return true;
 }
 
 }  // namespace palrt::testing

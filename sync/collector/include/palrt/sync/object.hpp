@@ -134,8 +134,6 @@ void reregister_for_finalize(finalizable& o) noexcept;
 // different threads; one ref object is not synchronised).
 template <class T>
 class ref {
-  static_assert(std::is_base_of_v<object, T>, "ref<T> needs T derived from palrt::sync::object");
-
  public:
   ref() noexcept = default;
   ref(std::nullptr_t) noexcept {}
@@ -153,7 +151,11 @@ class ref {
     std::swap(p_, other.p_);
     return *this;
   }
-  ~ref() { reset(); }
+  ~ref() {
+    // Here rather than in the class: T may be incomplete where ref<T> is named (a member).
+    static_assert(std::is_base_of_v<object, T>, "ref<T> needs T derived from palrt::sync::object");
+    reset();
+  }
 
   void reset() noexcept {
     if (T* p = std::exchange(p_, nullptr)) static_cast<object*>(p)->release();

@@ -121,6 +121,9 @@ struct collector_state {
   static void destroy(object* o) noexcept;  // frees the object (its destructor runs)
 };
 
+// Keeps the state of a collector destroyed with objects still alive, for good.
+void keep_orphaned(std::shared_ptr<collector_state> state);
+
 // make_object's allocation count reached collector_options::collect_every: collect here
 // (skipped if this thread is inside a collection of this collector already).
 void collect_now(collector_state& c);

@@ -1,0 +1,325 @@
+// The finalizer thread with the embedded collector: the order of short weak, finalizer and
+// long weak; resurrection and re-registration; wait_for_pending_finalizers() and its race;
+// contained exceptions; bounded shutdown with a finalizer that blocks; the bootstrap's
+// services end to end. No test orders events with a sleep.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <latch>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "palrt/pal/wake_event.hpp"
+#include "palrt/startup/bootstrap.hpp"
+#include "palrt/sync/collector.hpp"
+#include "palrt/sync/finalizer_thread.hpp"
+#include "palrt/sync/handle_table.hpp"
+#include "palrt/sync/internal/finalizer_thread_access.hpp"
+#include "palrt/sync/typed_handles.hpp"
+#include "scale.hpp"
+#include "thread_state.hpp"
+
+using namespace palrt::sync;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::atomic<int> finalized{0};
+std::atomic<int> destroyed{0};
+
+struct counted : finalizable {
+  ~counted() override { destroyed.fetch_add(1); }
+  void finalize() override { finalized.fetch_add(1); }
+};
+
+struct fixture {
+  fixture() {
+    finalized = 0;
+    destroyed = 0;
+    finalizer.start();
+  }
+  handle_table table;
+  collector gc{table};
+  finalizer_thread finalizer{gc};
+};
+
+void drop_and_finalize(fixture& f, ref<counted>& r) {
+  r.reset();
+  f.gc.collect();
+  REQUIRE(f.finalizer.wait_for_pending_finalizers(10s) == pending_finalizers::finalized);
+}
+
+// Observes its own weak handles from inside finalize().
+struct observed : finalizable {
+  weak_handle<observed> short_weak, long_weak;
+  bool short_cleared_in_finalizer = false, long_cleared_in_finalizer = true;
+  static inline std::atomic<observed*> last{nullptr};
+  void finalize() override {
+    short_cleared_in_finalizer = short_weak.cleared();
+    long_cleared_in_finalizer = long_weak.cleared();
+    last = this;
+    finalized.fetch_add(1);
+  }
+};
+
+struct resurrecting : finalizable {
+  static inline ref<finalizable> saved;
+  static inline bool reregister = false;
+  int times = 0;
+  void finalize() override {
+    ++times;
+    finalized.fetch_add(1);
+    saved = resurrect();
+    if (reregister) reregister_for_finalize(*this);
+  }
+};
+
+}  // namespace
+
+TEST_CASE_FIXTURE(fixture, "finalizer: short weak handles are cleared before the finalizer runs, long ones after") {
+  ref<observed> o = make_object<observed>(gc);
+  o->short_weak = weak_handle<observed>(o, handle_kind::weak_short);
+  o->long_weak = weak_handle<observed>(o, handle_kind::weak_long);
+  weak_handle<observed> outside_long(o, handle_kind::weak_long);
+  o.reset();
+  const collection_report first = gc.collect();
+  CHECK(first.queued_for_finalization == 1);
+  CHECK(first.weak_short_cleared == 1);
+  CHECK(first.weak_long_cleared == 0);
+  REQUIRE(finalizer.wait_for_pending_finalizers(10s) == pending_finalizers::finalized);
+  observed* seen = observed::last.load();
+  REQUIRE(seen);
+  CHECK(seen->short_cleared_in_finalizer);
+  CHECK_FALSE(seen->long_cleared_in_finalizer);
+  CHECK_FALSE(outside_long.cleared());
+  CHECK_FALSE(outside_long.try_get());  // tracked through finalization, but not revived
+  const collection_report second = gc.collect();
+  CHECK(second.weak_long_cleared == 2);  // its own long one and outside_long
+  CHECK(outside_long.cleared());
+}
+
+TEST_CASE_FIXTURE(fixture, "finalizer: a resurrected object keeps its long weak handles and is finalized once") {
+  resurrecting::reregister = false;
+  ref<resurrecting> r = make_object<resurrecting>(gc);
+  weak_handle<resurrecting> long_weak(r, handle_kind::weak_long);
+  weak_handle<resurrecting> short_weak(r, handle_kind::weak_short);
+  r.reset();
+  gc.collect();
+  REQUIRE(finalizer.wait_for_pending_finalizers(10s) == pending_finalizers::finalized);
+  CHECK(finalizer.counters().resurrected == 1);
+  gc.collect();
+  CHECK_FALSE(long_weak.cleared());
+  ref<resurrecting> back = long_weak.try_get();
+  REQUIRE(back);  // alive again, through the long weak handle
+  CHECK(back->times == 1);
+  CHECK(short_weak.cleared());  // short ones stay cleared
+  back.reset();
+  resurrecting::saved.reset();  // dead again: not finalized a second time
+  gc.collect();
+  CHECK(finalizer.wait_for_pending_finalizers(10s) == pending_finalizers::finalized);
+  CHECK(finalized == 1);
+  CHECK(long_weak.cleared());
+}
+
+TEST_CASE_FIXTURE(fixture, "finalizer: reregister_for_finalize from finalize() makes it run again next time") {
+  resurrecting::reregister = true;
+  ref<resurrecting> r = make_object<resurrecting>(gc);
+  r.reset();
+  gc.collect();
+  REQUIRE(finalizer.wait_for_pending_finalizers(10s) == pending_finalizers::finalized);
+  resurrecting::reregister = false;
+  resurrecting::saved.reset();
+  gc.collect();
+  REQUIRE(finalizer.wait_for_pending_finalizers(10s) == pending_finalizers::finalized);
+  CHECK(finalized == 2);
+  resurrecting::saved.reset();
+  gc.collect();
+  REQUIRE(finalizer.wait_for_pending_finalizers(10s) == pending_finalizers::finalized);
+  gc.collect();
+  CHECK(finalized == 2);
+}
+
+TEST_CASE_FIXTURE(fixture, "finalizer: suppress_finalize skips the finalizer; the object is freed at once") {
+  ref<counted> c = make_object<counted>(gc);
+  suppress_finalize(*c);
+  c.reset();
+  const collection_report r = gc.collect();
+  CHECK(r.queued_for_finalization == 0);
+  CHECK(finalized == 0);
+  CHECK(destroyed == 1);
+}
+
+TEST_CASE_FIXTURE(fixture, "finalizer: a finalized object is freed by the next collection") {
+  ref<counted> c = make_object<counted>(gc);
+  drop_and_finalize(*this, c);
+  CHECK(finalized == 1);
+  CHECK(destroyed == 0);
+  gc.collect();
+  CHECK(destroyed == 1);
+  CHECK(finalizer.counters().longest_finalizer_ns > 0);
+}
+
+TEST_CASE_FIXTURE(fixture, "finalizer: objects queued just before wait_for_pending_finalizers() are finalized when it returns") {
+  // The finalizer is kept busy with earlier objects so that a drain is in progress when the
+  // caller's objects are queued; waiting must not return on that earlier drain.
+  const int rounds = static_cast<int>(100 * palrt::testing::scale());
+  for (int round = 0; round < rounds; ++round) {
+    std::vector<ref<counted>> batch;
+    for (int i = 0; i < 64; ++i) batch.push_back(make_object<counted>(gc));
+    batch.resize(32);
+    gc.collect();  // 32 queued: a drain starts
+    batch.clear();
+    const int before = finalized.load();
+    gc.collect();  // 32 more, queued just before the wait
+    const auto result = finalizer.wait_for_pending_finalizers(10s);
+    REQUIRE(result == pending_finalizers::finalized);
+    REQUIRE_MESSAGE(finalized.load() == (round + 1) * 64,
+                    "round " << round << ": " << finalized.load() - before << " of the 32 queued just before were finalized");
+  }
+  CHECK(finalizer.counters().pending == 0);
+}
+
+TEST_CASE_FIXTURE(fixture, "finalizer: concurrent waiters each see their own objects finalized") {
+  constexpr int threads = 3;
+  const int rounds = static_cast<int>(50 * palrt::testing::scale());
+  std::atomic<int> early{0};
+  std::vector<std::thread> waiters;
+  for (int t = 0; t < threads; ++t)
+    waiters.emplace_back([&] {
+      for (int r = 0; r < rounds; ++r) {
+        std::atomic<int> mine{0};
+        struct flagged : finalizable {
+          explicit flagged(std::atomic<int>* c) : count(c) {}
+          std::atomic<int>* count;
+          void finalize() override { count->fetch_add(1); }
+        };
+        for (int i = 0; i < 8; ++i) make_object<flagged>(gc, &mine).reset();
+        gc.collect();
+        if (finalizer.wait_for_pending_finalizers(10s) != pending_finalizers::finalized || mine.load() != 8)
+          early.fetch_add(1);
+      }
+    });
+  for (auto& w : waiters) w.join();
+  CHECK_MESSAGE(early.load() == 0, early.load() << " waits returned before their objects were finalized");
+}
+
+namespace {
+finalizer_thread* running_finalizer = nullptr;
+std::atomic<int> inside_result{-1};
+struct waits_inside : finalizable {
+  void finalize() override { inside_result = static_cast<int>(running_finalizer->wait_for_pending_finalizers(10s)); }
+};
+}  // namespace
+
+TEST_CASE_FIXTURE(fixture, "finalizer: wait_for_pending_finalizers() on the finalizer thread returns at once") {
+  running_finalizer = &finalizer;
+  make_object<waits_inside>(gc).reset();
+  gc.collect();
+  REQUIRE(finalizer.wait_for_pending_finalizers(10s) == pending_finalizers::finalized);
+  CHECK(inside_result == static_cast<int>(pending_finalizers::finalized));
+}
+
+TEST_CASE("finalizer: waiting without a running finalizer thread says so instead of hanging") {
+  handle_table table;
+  collector gc(table);
+  finalizer_thread f(gc);
+  CHECK(f.wait_for_pending_finalizers() == pending_finalizers::not_running);
+  f.start();
+  CHECK(f.wait_for_pending_finalizers() == pending_finalizers::finalized);
+  CHECK(f.stop());
+  CHECK(f.wait_for_pending_finalizers() == pending_finalizers::not_running);
+}
+
+namespace {
+struct throwing : finalizable {
+  explicit throwing(bool std_exception) : standard(std_exception) {}
+  bool standard;
+  void finalize() override {
+    finalized.fetch_add(1);
+    if (standard) throw std::runtime_error("finalizer failed on purpose");
+    throw 42;
+  }
+};
+}  // namespace
+
+TEST_CASE("finalizer: a throwing finalizer is contained, counted and reported; the thread goes on") {
+  finalized = 0;
+  handle_table table;
+  collector gc(table);
+  std::atomic<int> handled{0};
+  finalizer_thread f(gc, finalizer_options{.batch = 4, .on_exception = [&](std::exception_ptr) { handled.fetch_add(1); }});
+  f.start();
+  for (int i = 0; i < 10; ++i) make_object<throwing>(gc, i % 2 == 0).reset();
+  for (int i = 0; i < 10; ++i) make_object<counted>(gc).reset();
+  gc.collect();
+  REQUIRE(f.wait_for_pending_finalizers(10s) == pending_finalizers::finalized);
+  const finalizer_counters c = f.counters();
+  CHECK(c.exceptions == 10);
+  CHECK(handled == 10);
+  CHECK(c.finalized == 20);
+  CHECK(finalized == 20);  // the ones after the throwing ones ran too
+  CHECK((c.last_exception == "finalizer failed on purpose" ||
+         c.last_exception == "an exception not derived from std::exception"));
+  gc.collect();  // thrown or not, they are finalized: freed now
+  CHECK(gc.counters().objects_freed == 20);
+}
+
+namespace {
+palrt::pal::wake_event* finalizer_entered = nullptr;
+palrt::pal::wake_event* finalizer_may_return = nullptr;
+struct blocking : finalizable {
+  void finalize() override {
+    finalizer_entered->set();
+    finalizer_may_return->wait();
+  }
+};
+}  // namespace
+
+TEST_CASE("finalizer: a blocking finalizer cannot hang shutdown; what was left is reported") {
+  finalized = 0;
+  palrt::pal::wake_event entered, may_return;
+  finalizer_entered = &entered;
+  finalizer_may_return = &may_return;
+  handle_table table;
+  pid_t tid = 0;
+  {
+    collector gc(table);
+    finalizer_thread f(gc, finalizer_options{.batch = 1});
+    f.start();
+    tid = palrt::sync::internal::finalizer_thread_access::thread(f).tid();
+    make_object<blocking>(gc).reset();
+    for (int i = 0; i < 5; ++i) make_object<counted>(gc).reset();
+    gc.collect();
+    REQUIRE(entered.wait_for(10s));
+    CHECK(f.counters().running_finalizer_ns > 0);  // the stuck one is visible
+    CHECK(f.wait_for_pending_finalizers(1ms) == pending_finalizers::timed_out);
+    CHECK_FALSE(f.stop(50ms));  // missed its deadline: detached, shutdown goes on
+    CHECK(f.counters().left_at_stop == 6);  // the blocked one and the five behind it
+    CHECK(f.wait_for_pending_finalizers() == pending_finalizers::not_running);
+    // The collector frees the five it takes back (their finalizers never run); the blocked
+    // object stays allocated (its finalizer still runs) and the collector says so on stderr.
+  }
+  CHECK(finalized == 0);
+  // Let the detached thread finish on its own, with the state it kept alive.
+  may_return.set();
+  CHECK(palrt::testing::eventually([tid] { return !palrt::testing::thread_exists(tid); }));
+}
+
+TEST_CASE("finalizer: the bootstrap's services collect and finalize end to end") {
+  finalized = 0;
+  auto rt = palrt::startup::bootstrap();
+  auto& s = rt->services();
+  REQUIRE(s.handle_table);
+  REQUIRE(s.collector);
+  REQUIRE(s.finalizer);
+  ref<counted> c = make_object<counted>(*s.collector);
+  weak_handle<counted> w(c);
+  c.reset();
+  s.collector->collect();
+  CHECK(w.cleared());
+  REQUIRE(s.finalizer->wait_for_pending_finalizers(10s) == pending_finalizers::finalized);
+  CHECK(finalized == 1);
+  w.reset();
+  CHECK(rt->shutdown().clean());
+}

@@ -1,0 +1,326 @@
+// The handle table with raw targets, as a host GC uses it: allocation and release, the
+// sweeps and root iteration, growth and its failure, concurrency, and misuse. The embedded
+// collector's semantics on top are in test_collector.cpp.
+#include <doctest/doctest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <cstdint>
+#include <cstdlib>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "palrt/sync/handle_table.hpp"
+#include "palrt/sync/internal/handle_table_access.hpp"
+#include "palrt/sync/owned_handle.hpp"
+#include "scale.hpp"
+#include "subprocess.hpp"
+
+using namespace palrt::sync;
+using palrt::sync::internal::handle_table_access;
+
+namespace {
+
+// Stand-ins for a host's objects: distinct, aligned addresses.
+struct cell {
+  alignas(16) int id = 0;
+  bool alive = true;
+};
+
+std::size_t total(const handle_counters& c) {
+  std::size_t n = 0;
+  for (std::size_t k : c.handles) n += k;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("handle table: a handle holds its target until released, and counters follow each kind") {
+  handle_table table;
+  cell a, b, c;
+  handle strong = table.allocate(handle_kind::strong, &a);
+  handle weak = table.allocate(handle_kind::weak_short, &b);
+  handle longw = table.allocate(handle_kind::weak_long, nullptr);
+  handle dep = table.allocate(handle_kind::dependent, &a, &c);
+  CHECK(handle_table::target(strong) == &a);
+  CHECK(handle_table::target(weak) == &b);
+  CHECK(handle_table::target(longw) == nullptr);
+  CHECK(table.secondary(dep) == &c);
+  CHECK(table.secondary(strong) == nullptr);
+  CHECK(table.kind(dep) == handle_kind::dependent);
+  CHECK(table.kind(longw) == handle_kind::weak_long);
+  handle_table::set_target(longw, &c);
+  CHECK(handle_table::target(longw) == &c);
+
+  handle_counters n = table.counters();
+  CHECK(n.handles == std::array<std::size_t, 4>{1, 1, 1, 1});
+  CHECK(n.blocks == 4);  // one block per kind
+  CHECK(n.bytes >= 4 * 1024);
+
+  CHECK(table.release(strong) == &a);  // release returns what the handle held
+  CHECK(table.release(weak) == &b);
+  CHECK(table.release(longw) == &c);
+  CHECK(table.release(dep) == &a);
+  CHECK(total(table.counters()) == 0);
+}
+
+TEST_CASE("handle table: misuse of allocate is refused with a clear error, and nothing is allocated") {
+  handle_table table;
+  cell a;
+  CHECK_THROWS_WITH_AS(table.allocate(handle_kind::weak_short, &a, &a),
+                       "palrt: handle_table::allocate: only a dependent handle has a secondary",
+                       std::invalid_argument);
+  CHECK_THROWS_AS(table.allocate(static_cast<handle_kind>(7), &a), std::invalid_argument);
+  CHECK(total(table.counters()) == 0);
+}
+
+TEST_CASE("handle table: thousands of handles, distinct slots, blocks found by masking") {
+  handle_table table;
+  std::vector<cell> cells(5000);
+  std::vector<handle> handles;
+  std::set<const void*> slots;
+  for (auto& c : cells) {
+    handles.push_back(table.allocate(handle_kind::weak_long, &c));
+    slots.insert(handles.back().address());
+  }
+  CHECK(slots.size() == cells.size());  // none handed out twice
+  for (std::size_t i = 0; i < cells.size(); ++i) CHECK(handle_table::target(handles[i]) == &cells[i]);
+  const handle_counters n = table.counters();
+  CHECK(n.handles[static_cast<std::size_t>(handle_kind::weak_long)] == cells.size());
+  CHECK(n.blocks >= cells.size() / handle_table_access::slots_per_block());
+  for (handle h : handles) table.release(h);
+  CHECK(total(table.counters()) == 0);
+  // Released slots are reused before the table grows again.
+  const std::size_t blocks = table.counters().blocks;
+  for (auto& c : cells) handles.push_back(table.allocate(handle_kind::weak_long, &c));
+  CHECK(table.counters().blocks == blocks);
+  for (std::size_t i = cells.size(); i < handles.size(); ++i) table.release(handles[i]);
+}
+
+TEST_CASE("handle table: sweep_weak clears dead targets only, reports each with its secondary") {
+  handle_table table;
+  cell live, dead, secondary;
+  dead.alive = false;
+  const auto is_alive = [](void* t) { return static_cast<cell*>(t)->alive; };
+  owned_handle s(table, handle_kind::weak_short, &dead);
+  owned_handle s_live(table, handle_kind::weak_short, &live);
+  owned_handle l(table, handle_kind::weak_long, &dead);
+  owned_handle d(table, handle_kind::dependent, &dead, &secondary);
+  owned_handle root(table, handle_kind::strong, &dead);  // roots are never swept
+
+  CHECK(table.sweep_weak(handle_kind::weak_short, is_alive) == 1);
+  CHECK(s.target() == nullptr);
+  CHECK(s_live.target() == &live);
+  CHECK(l.target() == &dead);  // each kind is swept on its own
+  CHECK(table.sweep_weak(handle_kind::weak_long, is_alive) == 1);
+  CHECK(l.target() == nullptr);
+  std::vector<std::pair<void*, void*>> cleared;
+  CHECK(table.sweep_weak(handle_kind::dependent, is_alive, [&](void* t, void* sec) { cleared.emplace_back(t, sec); }) == 1);
+  REQUIRE(cleared.size() == 1);
+  CHECK(cleared[0].first == &dead);
+  CHECK(cleared[0].second == &secondary);
+  CHECK(root.target() == &dead);
+  CHECK_THROWS_AS(table.sweep_weak(handle_kind::strong, is_alive), std::invalid_argument);
+  // A cleared handle is still a handle: it is released like any other, returning null.
+  CHECK(s.reset() == nullptr);
+  CHECK(d.reset() == nullptr);  // the sweep took the secondary: the owner must not drop it
+}
+
+TEST_CASE("handle table: strong roots are visited, dependents promote secondaries of live primaries") {
+  handle_table table;
+  cell a, b, primary, secondary, dead_primary, orphan;
+  dead_primary.alive = false;
+  secondary.alive = false;  // not marked yet
+  orphan.alive = false;
+  owned_handle r1(table, handle_kind::strong, &a);
+  owned_handle r2(table, handle_kind::strong, &b);
+  owned_handle empty(table, handle_kind::strong, nullptr);
+  std::set<void*> roots;
+  table.for_each_strong([&](void* t) { roots.insert(t); });
+  CHECK(roots == std::set<void*>{&a, &b});
+
+  owned_handle d1(table, handle_kind::dependent, &primary, &secondary);
+  owned_handle d2(table, handle_kind::dependent, &dead_primary, &orphan);
+  std::vector<void*> marked;
+  const auto is_alive = [](void* t) { return static_cast<cell*>(t)->alive; };
+  const auto mark = [&](void* t) {
+    static_cast<cell*>(t)->alive = true;
+    marked.push_back(t);
+  };
+  CHECK(table.promote_dependents(is_alive, mark) == 1);
+  CHECK(marked == std::vector<void*>{&secondary});
+  CHECK(table.promote_dependents(is_alive, mark) == 0);  // the fixpoint
+  CHECK_FALSE(orphan.alive);
+}
+
+TEST_CASE("handle table: a handle released on another thread, and a thread's cache returned when it exits") {
+  handle_table table;
+  cell a;
+  std::vector<handle> handles;
+  for (int i = 0; i < 100; ++i) handles.push_back(table.allocate(handle_kind::weak_short, &a));
+  std::thread releaser([&] {
+    for (handle h : handles) CHECK(table.release(h) == &a);
+    // This thread's cache holds the slots now; its exit returns them to their blocks.
+    CHECK(handle_table_access::cached_free_slots(table, handle_kind::weak_short) > 0);
+  });
+  releaser.join();
+  CHECK(total(table.counters()) == 0);
+  // The blocks have room again: another thread allocates without growing the table.
+  const std::size_t blocks = table.counters().blocks;
+  std::thread allocator([&] {
+    std::vector<handle> again;
+    for (int i = 0; i < 100; ++i) again.push_back(table.allocate(handle_kind::weak_short, &a));
+    for (handle h : again) table.release(h);
+  });
+  allocator.join();
+  CHECK(table.counters().blocks == blocks);
+}
+
+TEST_CASE("handle table: out of memory while growing is a clear error and loses nothing") {
+  handle_table table;
+  std::vector<cell> cells(3 * handle_table_access::slots_per_block());
+  std::vector<handle> kept;
+  for (std::size_t i = 0; i < handle_table_access::slots_per_block(); ++i)
+    kept.push_back(table.allocate(handle_kind::strong, &cells[i]));
+  const handle_counters before = table.counters();
+
+  // Allocate until the table must grow while growth fails.
+  handle_table_access::fail_block_allocations(table, 1000);
+  std::vector<handle> more;
+  std::string message;
+  try {
+    for (std::size_t i = kept.size(); i < cells.size(); ++i) more.push_back(table.allocate(handle_kind::strong, &cells[i]));
+  } catch (const handle_allocation_error& e) {
+    message = e.what();
+  }
+  CHECK(message.find("cannot allocate a block for strong handles (out of memory)") != std::string::npos);
+  CHECK(more.size() < cells.size() - kept.size());
+  // Nothing lost: every handle allocated before (and during, until the failure) is intact.
+  for (std::size_t i = 0; i < kept.size(); ++i) CHECK(handle_table::target(kept[i]) == &cells[i]);
+  for (std::size_t i = 0; i < more.size(); ++i) CHECK(handle_table::target(more[i]) == &cells[kept.size() + i]);
+  CHECK(table.counters().handles[0] == before.handles[0] + more.size());
+  // Other kinds fail the same way; the failure is not sticky once memory is back.
+  CHECK_THROWS_AS(table.allocate(handle_kind::dependent, &cells[0], &cells[1]), handle_allocation_error);
+  handle_table_access::fail_block_allocations(table, 0);
+  handle h = table.allocate(handle_kind::strong, &cells.back());
+  CHECK(handle_table::target(h) == &cells.back());
+  table.release(h);
+  for (handle x : kept) table.release(x);
+  for (handle x : more) table.release(x);
+  CHECK(total(table.counters()) == 0);
+}
+
+// Misuse aborts with a message: each case runs in a fresh process.
+PALRT_FRESH_PROCESS(release_twice) {
+  handle_table table;
+  int x = 0;
+  handle h = table.allocate(handle_kind::weak_short, &x);
+  table.release(h);
+  table.release(h);
+  return 0;
+}
+
+PALRT_FRESH_PROCESS(release_foreign_handle) {
+  handle_table mine, theirs;
+  int x = 0;
+  handle h = theirs.allocate(handle_kind::strong, &x);
+  mine.release(h);
+  return 0;
+}
+
+PALRT_FRESH_PROCESS(release_heap_pointer) {
+  handle_table table;
+  int x = 0;
+  table.release(table.allocate(handle_kind::strong, &x));  // the table has a block
+  void* p = std::aligned_alloc(64, 64);
+  table.release(handle_table_access::forge(p));
+  return 0;
+}
+
+TEST_CASE("handle table: releasing twice, or a pointer that is no handle of this table, aborts with a message") {
+  struct expectation {
+    const char* fresh;
+    const char* message;
+  };
+  for (const expectation e : {expectation{"release_twice", "the handle was already released"},
+                              expectation{"release_foreign_handle", "not a handle of this table"},
+                              expectation{"release_heap_pointer", "not a handle of this table"}}) {
+    CAPTURE(e.fresh);
+    const auto r = palrt::testing::run_fresh(e.fresh);
+    CHECK(r.term_signal == SIGABRT);
+    CHECK(r.err.find("palrt: handle_table::release(") != std::string::npos);
+    CHECK(r.err.find(e.message) != std::string::npos);
+  }
+}
+
+TEST_CASE("handle table: threads allocating, releasing across threads and sweeping at once lose nothing") {
+  // Each thread allocates handles to its own cells, hands half of them to the next thread to
+  // release, and checks every target it reads is the one it stored (a slot handed out twice
+  // would show another thread's target). A sweeper clears handles to cells marked dead.
+  constexpr int threads = 4;
+  const int rounds = static_cast<int>(200 * palrt::testing::scale());
+  constexpr int per_round = 64;
+  handle_table table;
+  std::vector<std::vector<cell>> cells(threads, std::vector<cell>(per_round));
+  for (auto& mine : cells)
+    for (std::size_t i = 0; i < mine.size(); ++i) mine[i].alive = (i % 8) != 0;  // some die
+  std::vector<std::vector<handle>> handoff(threads);
+  std::vector<std::mutex> handoff_lock(threads);
+  std::atomic<long> wrong_target{0}, allocated{0}, released{0}, cleared_seen{0};
+  std::atomic<bool> done{false};
+  std::thread sweeper([&] {
+    while (!done.load()) table.sweep_weak(handle_kind::weak_short, [](void* t) { return static_cast<cell*>(t)->alive; });
+  });
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t)
+    workers.emplace_back([&, t] {
+      for (int r = 0; r < rounds; ++r) {
+        std::vector<handle> mine;
+        for (int i = 0; i < per_round; ++i) {
+          mine.push_back(table.allocate(handle_kind::weak_short, &cells[t][i]));
+          allocated.fetch_add(1);
+        }
+        for (int i = 0; i < per_round; ++i) {
+          void* target = handle_table::target(mine[i]);
+          if (target == nullptr) {
+            if (cells[t][i].alive) wrong_target.fetch_add(1);  // only dead cells are cleared
+            cleared_seen.fetch_add(1);
+          } else if (target != &cells[t][i]) {
+            wrong_target.fetch_add(1);
+          }
+        }
+        {
+          std::lock_guard lock(handoff_lock[(t + 1) % threads]);
+          for (int i = 0; i < per_round / 2; ++i) handoff[(t + 1) % threads].push_back(mine[i]);
+        }
+        for (int i = per_round / 2; i < per_round; ++i) {
+          table.release(mine[i]);
+          released.fetch_add(1);
+        }
+        std::vector<handle> theirs;
+        {
+          std::lock_guard lock(handoff_lock[t]);
+          theirs.swap(handoff[t]);
+        }
+        for (handle h : theirs) {
+          table.release(h);
+          released.fetch_add(1);
+        }
+      }
+    });
+  for (auto& w : workers) w.join();
+  done = true;
+  sweeper.join();
+  for (int t = 0; t < threads; ++t)
+    for (handle h : handoff[t]) {
+      table.release(h);
+      released.fetch_add(1);
+    }
+  INFO("allocated " << allocated.load() << ", released " << released.load() << ", cleared seen " << cleared_seen.load());
+  CHECK(wrong_target.load() == 0);
+  CHECK(released.load() == allocated.load());  // none lost
+  CHECK(total(table.counters()) == 0);          // none left behind in the table
+}
