@@ -164,7 +164,8 @@ TEST_CASE("palrt-startup: bad arguments print one line and exit 2") {
   const std::string bin = artefact("PALRT_TEST_STARTUP");
   for (auto args : std::vector<std::vector<std::string>>{
            {"--bogus"}, {"--order", "sideways"}, {"--threads", "-1"}, {"--threads", "many"}, {"--report", "xml"},
-           {"--sync-worker", "sometimes"}, {"--sync-worker", "Eager"}, {"--sync-worker"}, {"extra-positional"}}) {
+           {"--sync-worker", "sometimes"}, {"--sync-worker", "Eager"}, {"--sync-worker"}, {"extra-positional"},
+           {"--objects", "-5"}, {"--objects", "1e3"}, {"--objects", "10000001"}, {"--objects"}}) {
     args.insert(args.begin(), bin);
     auto r = run_process(args);
     CAPTURE(args.back());
@@ -173,6 +174,28 @@ TEST_CASE("palrt-startup: bad arguments print one line and exit 2") {
     CHECK(r.err.rfind("palrt-startup: ", 0) == 0);
     CHECK(r.out.empty());
   }
+}
+
+TEST_CASE("palrt-startup: the report carries the services' counters, at work with --objects") {
+  json idle = startup_json({});
+  CHECK(idle.at("objects").get<int>() == 0);
+  CHECK(idle.at("objects_created").get<int>() == 0);
+  CHECK(idle.at("handle_blocks").get<int>() == 0);
+  json j = startup_json({"--objects", "500"});
+  CHECK(j.at("objects").get<int>() == 500);
+  CHECK(j.at("handles").at("weak-long").get<int>() == 500);  // the run still held them
+  CHECK(j.at("handles").at("strong").get<int>() == 0);
+  CHECK(j.at("handles").at("weak-short").get<int>() == 0);
+  CHECK(j.at("handles").at("dependent").get<int>() == 0);
+  CHECK(j.at("handle_blocks").get<int>() >= 5);
+  CHECK(j.at("handle_bytes").get<int>() >= 5 * 1024);
+  CHECK(j.at("objects_created").get<int>() == 500);
+  CHECK(j.at("objects_freed").get<int>() == 500);
+  CHECK(j.at("objects_finalized").get<int>() == 500);
+  CHECK(j.at("finalizer_exceptions").get<int>() == 0);
+  CHECK(j.at("finalizers_left_at_shutdown").get<int>() == 0);
+  CHECK(j.at("longest_finalizer_ns").get<double>() > 0);
+  CHECK(j.at("collections").get<int>() >= 2);
 }
 
 TEST_CASE("palrt-startup: --help and --version exit 0; the default run prints nothing") {

@@ -52,8 +52,11 @@ object::object() : collector_(internal::constructing) {
 object::~object() = default;
 
 void object::died() noexcept {
-  internal::collector_state::push(collector_->dead, this, this);
-  internal::note_death(*collector_);
+  // Everything read from the object first: once it is on the dead list, a collection on
+  // another thread may free it at any moment.
+  internal::collector_state& c = *collector_;
+  internal::note_death(c);
+  internal::collector_state::push(c.dead, this, this);
 }
 
 finalizable::finalizable() {

@@ -35,9 +35,15 @@ namespace {
 // Records are pushed at the head and never removed or freed.
 std::atomic<reader_record*> all_readers{nullptr};
 
+// This thread's exit hook (below) has run: a section opened later in the thread's exit (by
+// another thread_local's destructor) gets a record that is never given back, rather than a
+// hook that no longer exists.
+constinit thread_local bool reader_exited = false;
+
 // Gives the thread's record back when the thread exits (reused by a later thread).
 struct reader_release {
   ~reader_release() {
+    reader_exited = true;
     if (reader_record* r = current_reader) {
       current_reader = nullptr;
       // release: our last section's end is visible to the thread that claims it next.
@@ -49,8 +55,10 @@ struct reader_release {
 }  // namespace
 
 reader_record* register_current_reader() {
-  static thread_local reader_release release_at_exit;  // registers the exit hook first
-  (void)release_at_exit;
+  if (!reader_exited) {
+    static thread_local reader_release release_at_exit;  // registers the exit hook first
+    (void)release_at_exit;
+  }
   for (reader_record* r = all_readers.load(std::memory_order_acquire); r; r = r->next) {
     bool expected = false;
     if (!r->in_use.load(std::memory_order_relaxed) &&

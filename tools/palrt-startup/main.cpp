@@ -15,6 +15,7 @@
 #include <CLI/Config.hpp>
 #include <CLI/Formatter.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <string_view>
@@ -26,6 +27,7 @@
 #include "palrt/pal/thread_factory.hpp"
 #include "palrt/pal/wake_event.hpp"
 #include "palrt/startup/bootstrap.hpp"
+#include "palrt/sync/typed_handles.hpp"
 #include "report_output.hpp"
 
 #include "palrt/core/clock.h"
@@ -39,8 +41,31 @@ struct run_settings {
   palrt::startup::ordering order = palrt::startup::ordering::registered_first;
   palrt::startup::sync_worker_start sync_worker = palrt::startup::sync_worker_start::lazy;
   int extra_threads = 0;
+  int objects = 0;
   std::string report = "none";
 };
+
+// The object that --objects creates: finalizable, with a weak handle to itself kept by the
+// run, so that the services' counters show each part at work.
+struct probe_object : palrt::sync::finalizable {
+  void finalize() override {}
+};
+
+// Creates `n` objects with a long weak handle each, drops them, collects, waits for their
+// finalizers and collects again (freeing them). Returns false if the finalizers did not run.
+bool exercise_services(palrt::startup::runtime_services& s, int n,
+                       std::vector<palrt::sync::weak_handle<probe_object>>& handles) {
+  using namespace palrt::sync;
+  for (int i = 0; i < n; ++i) {
+    ref<probe_object> o = make_object<probe_object>(*s.collector);
+    handles.emplace_back(o, handle_kind::weak_long);
+  }
+  s.collector->collect();
+  if (n > 0 && s.finalizer->wait_for_pending_finalizers(std::chrono::seconds(10)) != pending_finalizers::finalized)
+    return false;
+  s.collector->collect();
+  return true;
+}
 
 int run(const run_settings& settings) {
   using namespace palrt;
@@ -58,6 +83,15 @@ int run(const run_settings& settings) {
   }
   // Read now: once shutdown has joined the worker it no longer counts as started.
   const bool sync_worker_started = rt->services().sync_manager && rt->services().sync_manager->worker_started();
+
+  std::vector<sync::weak_handle<probe_object>> probe_handles;
+  if (!exercise_services(rt->services(), settings.objects, probe_handles)) {
+    std::fprintf(stderr, "%s: the finalizer did not finalize %d objects within 10 s\n", tool, settings.objects);
+    rt->shutdown();
+    return 1;
+  }
+  tools::services_counters services;
+  services.handles = rt->services().handle_table->counters();
 
   // Extra idle threads, through the factory like every palrt thread.
   pal::wake_event release;
@@ -82,11 +116,14 @@ int run(const run_settings& settings) {
   for (auto& t : extra) clean = t.join_for(opts.stop_timeout) && clean;
   clean = rt->shutdown().clean() && clean;
   const std::int64_t shutdown_ns = palrt_monotonic_ns() - t0;
+  services.objects = rt->services().collector->counters();
+  services.finalizer = rt->services().finalizer->counters();
+  probe_handles.clear();
 
   bool written = true;
   if (settings.report != "none") {
     tools::run_facts facts{&rt->report(), shutdown_ns, settings.extra_threads, clean, settings.sync_worker,
-                           sync_worker_started};
+                           sync_worker_started, settings.objects, services};
     if (settings.report == "json") tools::print_json_report(stdout, facts);
     if (settings.report == "text") tools::print_text_report(stdout, facts);
     written = tools::finish_stdout(tool);
@@ -114,6 +151,7 @@ int main(int argc, char** argv) {
                "palrt-startup"};
   std::string order_name = "registered-first";
   std::string threads_text = "0";
+  std::string objects_text = "0";
   std::string sync_worker_name = "lazy";
   std::string report = "none";
   // Values are checked as text, with messages that show a bad value in one short line.
@@ -123,6 +161,11 @@ int main(int argc, char** argv) {
           ->type_name("ORDER"),
       app.add_option("--threads", threads_text, "extra idle threads to start through the thread factory (default 0)")
           ->check(count_in(0, 4096))
+          ->type_name("N"),
+      app.add_option("--objects", objects_text,
+                     "finalizable objects to create, drop, collect and finalize before shutdown, so the "
+                     "report's service counters show the handle table, collector and finalizer at work (default 0)")
+          ->check(count_in(0, 10000000))
           ->type_name("N"),
       app.add_option("--sync-worker", sync_worker_name,
                      "when the sync manager's worker starts: lazy (default, as bootstrap() does: when first "
@@ -164,6 +207,7 @@ int main(int argc, char** argv) {
   settings.sync_worker = sync_worker_name == "eager" ? palrt::startup::sync_worker_start::eager
                                                      : palrt::startup::sync_worker_start::lazy;
   settings.extra_threads = *palrt::tools::parse_count(threads_text, 0, 4096);
+  settings.objects = *palrt::tools::parse_count(objects_text, 0, 10000000);
   settings.report = report;
   return run(settings);
 }

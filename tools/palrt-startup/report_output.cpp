@@ -53,7 +53,21 @@ void print_json_report(std::FILE* out, const run_facts& f) {
                r.bootstrap_ns, r.running_wait_ns, f.shutdown_ns, f.shutdown_clean ? "true" : "false", f.extra_threads,
                pal::processor_count(), pal::online_cpus(), startup::rcu_expedited());
   put_json_string(out, startup::kernel_release());
-  std::fputs("}\n", out);
+  const services_counters& c = f.services;
+  std::fprintf(out, ",\"objects\":%d,\"handles\":{", f.objects);
+  for (std::size_t k = 0; k < sync::handle_kind_count; ++k) {
+    std::fputs(k ? "," : "", out);
+    put_json_string(out, sync::handle_kind_name(static_cast<sync::handle_kind>(k)));
+    std::fprintf(out, ":%zu", c.handles.handles[k]);
+  }
+  std::fprintf(out,
+               "},\"handle_blocks\":%zu,\"handle_bytes\":%zu,\"objects_created\":%" PRIu64
+               ",\"objects_freed\":%" PRIu64 ",\"collections\":%" PRIu64 ",\"objects_finalized\":%" PRIu64
+               ",\"finalizer_exceptions\":%" PRIu64 ",\"finalizers_left_at_shutdown\":%" PRIu64
+               ",\"longest_finalizer_ns\":%" PRId64 "}\n",
+               c.handles.blocks, c.handles.bytes, c.objects.objects_created, c.objects.objects_freed,
+               c.objects.collections, c.finalizer.finalized, c.finalizer.exceptions, c.finalizer.left_at_stop,
+               c.finalizer.longest_finalizer_ns);
 }
 
 void print_text_report(std::FILE* out, const run_facts& f) {
@@ -89,6 +103,16 @@ void print_text_report(std::FILE* out, const run_facts& f) {
   std::fprintf(out, "processors         %d usable, %d online\n", pal::processor_count(), pal::online_cpus());
   std::fprintf(out, "rcu_expedited      %d\n", startup::rcu_expedited());
   std::fprintf(out, "kernel             %s\n", startup::kernel_release().c_str());
+  const services_counters& c = f.services;
+  std::fprintf(out, "handles            %zu strong, %zu weak-short, %zu weak-long, %zu dependent (%zu blocks, %zu bytes)\n",
+               c.handles.handles[0], c.handles.handles[1], c.handles.handles[2], c.handles.handles[3],
+               c.handles.blocks, c.handles.bytes);
+  std::fprintf(out, "objects            %" PRIu64 " created, %" PRIu64 " freed, %" PRIu64 " collections\n",
+               c.objects.objects_created, c.objects.objects_freed, c.objects.collections);
+  std::fprintf(out, "finalizer          %" PRIu64 " finalized (%" PRIu64 " threw), %" PRIu64
+               " left at shutdown, longest %.1f us\n",
+               c.finalizer.finalized, c.finalizer.exceptions, c.finalizer.left_at_stop,
+               c.finalizer.longest_finalizer_ns / 1e3);
 }
 
 }  // namespace palrt::tools

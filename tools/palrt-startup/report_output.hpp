@@ -6,8 +6,19 @@
 #include <cstdio>
 
 #include "palrt/startup/bootstrap.hpp"
+#include "palrt/sync/collector.hpp"
+#include "palrt/sync/finalizer_thread.hpp"
+#include "palrt/sync/handle_table.hpp"
 
 namespace palrt::tools {
+
+// The services' counters, read around shutdown: the handle table's while the run's handles
+// are still held (before shutdown), the finalizer's after it stopped.
+struct services_counters {
+  sync::handle_counters handles;
+  sync::collector_counters objects;
+  sync::finalizer_counters finalizer;
+};
 
 struct run_facts {
   const startup::startup_report* startup = nullptr;
@@ -16,6 +27,8 @@ struct run_facts {
   bool shutdown_clean = true;
   startup::sync_worker_start sync_worker = startup::sync_worker_start::lazy;  // as asked for
   bool sync_worker_started = false;  // whether bootstrap started the worker (and it ran)
+  int objects = 0;                   // --objects: finalizable objects the run created and dropped
+  services_counters services;
 };
 
 void print_text_report(std::FILE* out, const run_facts& facts);
