@@ -266,6 +266,38 @@ TEST_CASE("finalizer: a throwing finalizer is contained, counted and reported; t
 }
 
 namespace {
+collector* finalizer_collects = nullptr;
+std::atomic<int> created_in_finalizer{0};
+struct spawns : finalizable {
+  explicit spawns(int depth) : depth(depth) {}
+  int depth;
+  void finalize() override {
+    finalized.fetch_add(1);
+    // A finalizer may allocate and collect: the next generation is finalized in turn.
+    if (depth > 0) {
+      make_object<spawns>(*finalizer_collects, depth - 1).reset();
+      created_in_finalizer.fetch_add(1);
+      finalizer_collects->collect();
+    }
+  }
+};
+}  // namespace
+
+TEST_CASE_FIXTURE(fixture, "finalizer: a finalizer may create objects and collect on the finalizer thread") {
+  finalizer_collects = &gc;
+  created_in_finalizer = 0;
+  make_object<spawns>(gc, 5).reset();
+  gc.collect();
+  // Each generation is queued by a collect() on the finalizer thread; wait until the last ran.
+  for (int i = 0; i < 100 && finalized.load() < 6; ++i)
+    REQUIRE(finalizer.wait_for_pending_finalizers(10s) == pending_finalizers::finalized);
+  CHECK(finalized == 6);
+  CHECK(created_in_finalizer == 5);
+  gc.collect();
+  CHECK(gc.counters().objects_freed == 6);
+}
+
+namespace {
 palrt::pal::wake_event* finalizer_entered = nullptr;
 palrt::pal::wake_event* finalizer_may_return = nullptr;
 struct blocking : finalizable {
