@@ -108,10 +108,16 @@ std::size_t reclaim(collector_state& c) {
   return freed;
 }
 
-collection_report run_collection(collector_state& c) {
+// `wait`: false for the automatic collections, which an allocating thread runs only if no
+// other collection is running (allocation never waits for a collection).
+collection_report run_collection(collector_state& c, bool wait) {
   collection_report report;
   if (collecting == &c) return report;  // from a destructor this collection runs
-  std::lock_guard lock(c.collect_lock);
+  std::unique_lock lock(c.collect_lock, std::defer_lock);
+  if (wait)
+    lock.lock();
+  else if (!lock.try_lock())
+    return report;
   struct scope {
     explicit scope(collector_state& c) : previous(collecting) { collecting = &c, deaths_caused = 0; }
     ~scope() { collecting = previous; }
@@ -193,7 +199,7 @@ collection_report run_collection(collector_state& c) {
 
 }  // namespace
 
-void collect_now(collector_state& c) { (void)run_collection(c); }
+void collect_now(collector_state& c) { (void)run_collection(c, false); }
 
 // --- finalization_queue ---
 
@@ -344,7 +350,7 @@ collector::~collector() {
   }
 }
 
-collection_report collector::collect() { return internal::run_collection(*state_); }
+collection_report collector::collect() { return internal::run_collection(*state_, true); }
 
 bool collector::synchronize(std::chrono::nanoseconds timeout) {
   internal::collector_state& c = *state_;

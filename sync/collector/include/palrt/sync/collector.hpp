@@ -48,7 +48,8 @@ class collector_access;
 
 struct collector_options {
   // Collect on the allocating thread about every `collect_every` allocations (each thread
-  // counts its own, in up to 8 shards); 0 (the default): only explicit collect().
+  // counts its own, in up to 8 shards), skipped if another collection is running then (an
+  // allocation never waits for one); 0 (the default): only explicit collect().
   std::size_t collect_every = 0;
 };
 

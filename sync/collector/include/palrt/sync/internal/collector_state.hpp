@@ -124,8 +124,8 @@ struct collector_state {
 // Keeps the state of a collector destroyed with objects still alive, for good.
 void keep_orphaned(std::shared_ptr<collector_state> state);
 
-// make_object's allocation count reached collector_options::collect_every: collect here
-// (skipped if this thread is inside a collection of this collector already).
+// make_object's allocation count reached collector_options::collect_every: collect here,
+// unless a collection is running (on this thread or another): allocation never waits.
 void collect_now(collector_state& c);
 // An object of `c` died: counts deaths that a running collection itself caused (its
 // destructors, its cleared dependent handles), so it knows to run another round.
