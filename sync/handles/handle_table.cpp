@@ -52,12 +52,9 @@ handle_allocation_error::handle_allocation_error(handle_kind kind)
 namespace internal {
 
 namespace {
-constexpr char free_marker_byte = 0;
 constexpr std::uint64_t last_word_mask = (std::uint64_t{1} << (handle_block_slots - 64)) - 1;
 constexpr std::uint64_t word_mask(std::size_t word) noexcept { return word == 0 ? ~std::uint64_t{0} : last_word_mask; }
 }  // namespace
-
-void* free_slot_marker() noexcept { return const_cast<char*>(&free_marker_byte); }
 
 void return_to_blocks(handle_kind_state& kind, handle_cache& cache, std::uint32_t n) noexcept {
   n = std::min(n, cache.count);
@@ -84,7 +81,7 @@ namespace {
 
 std::atomic<std::uint64_t> next_table_serial{1};  // 0 is "no table" in the thread's hint
 
-[[noreturn]] void misuse(const char* operation, const void* h, const char* problem) noexcept {
+[[noreturn, gnu::cold, gnu::noinline]] void misuse(const char* operation, const void* h, const char* problem) noexcept {
   // stdio, not iostreams: this may run in a destructor during exit, with nothing else safe.
   std::fprintf(stderr, "palrt: handle_table::%s(%p): %s\n", operation, h, problem);
   std::fflush(stderr);
@@ -244,62 +241,8 @@ handle_table::~handle_table() {
   }
 }
 
-handle handle_table::allocate(handle_kind kind, void* target, void* secondary) {
-  const auto k = static_cast<std::size_t>(kind);
-  if (k >= handle_kind_count) throw std::invalid_argument("palrt: handle_table::allocate: unknown handle kind");
-  if (secondary && kind != handle_kind::dependent)
-    throw std::invalid_argument("palrt: handle_table::allocate: only a dependent handle has a secondary");
-  std::atomic<void*>* slot;
-  if (internal::handle_table_caches* caches = internal::thread_caches(serial_)) [[likely]] {
-    handle_cache& cache = caches->kinds[k];
-    if (cache.count == 0) [[unlikely]] refill(*state_, this, kind, cache);
-    slot = cache.slots[--cache.count];
-  } else {
-    // The thread is exiting and has returned its caches: one slot straight from the blocks.
-    handle_cache cache;
-    refill(*state_, this, kind, cache);
-    slot = cache.slots[--cache.count];
-    internal::return_to_blocks(state_->kinds[k], cache, cache.count);
-  }
-  if (kind == handle_kind::dependent) {
-    handle_block* block = handle_block::of(slot);
-    // relaxed: published by the release store of the target below.
-    block->secondaries[block->index_of(slot)].store(secondary, std::memory_order_relaxed);
-  }
-  slot->store(target, std::memory_order_release);
-  return handle(slot);
-}
-
-void* handle_table::release(handle h) noexcept {
-  handle_block* block = block_of(h, "release");
-  // acq_rel: acquire makes the target's last writer's stores visible to the caller (who may
-  // act on the returned target); release orders the caller's last uses of the slot before
-  // the slot's next owner. An exchange, so two racing releases cannot both succeed.
-  void* old = h.slot_->exchange(internal::free_slot_marker(), std::memory_order_acq_rel);
-  if (old == internal::free_slot_marker()) misuse("release", h.slot_, "the handle was already released");
-  if (block->secondaries)
-    block->secondaries[block->index_of(h.slot_)].store(nullptr, std::memory_order_relaxed);
-  handle_kind_state& k = state_->kinds[static_cast<std::size_t>(block->kind)];
-  internal::handle_table_caches* caches = nullptr;
-  try {
-    caches = internal::thread_caches(serial_);
-  } catch (...) {
-    // No memory for this thread's first cache: return the slot straight to its block.
-  }
-  if (caches) [[likely]] {
-    handle_cache& cache = caches->kinds[static_cast<std::size_t>(block->kind)];
-    if (cache.count == handle_cache::capacity) [[unlikely]]
-      internal::return_to_blocks(k, cache, handle_cache::batch);
-    cache.slots[cache.count++] = h.slot_;
-  } else {
-    handle_cache single;
-    single.slots[single.count++] = h.slot_;
-    internal::return_to_blocks(k, single, 1);
-  }
-  return old;
-}
-
-handle_block* handle_table::block_of(handle h, const char* operation) const noexcept {
+// Inlined into release(): the checks are a few compares of one cached line.
+[[gnu::always_inline]] inline handle_block* handle_table::block_of(handle h, const char* operation) const noexcept {
   if (!h) misuse(operation, nullptr, "a null handle");
   const auto address = reinterpret_cast<std::uintptr_t>(h.slot_);
   handle_block* block = handle_block::of(h.slot_);
@@ -314,6 +257,92 @@ handle_block* handle_table::block_of(handle h, const char* operation) const noex
   if (address - reinterpret_cast<std::uintptr_t>(block) < internal::handle_block_header_bytes)
     misuse(operation, h.slot_, "not a handle of this table (inside a block header)");
   return block;
+}
+
+namespace {
+
+// The slow paths of allocate() and release() for a thread without caches (exiting, or out of
+// memory for its first cache): straight from and to the blocks. Out of line, so the fast
+// paths carry no cache-sized stack frame.
+[[gnu::noinline]] std::atomic<void*>* allocate_uncached(internal::handle_table_state& state, const handle_table* owner,
+                                                        handle_kind kind) {
+  handle_cache cache;
+  refill(state, owner, kind, cache);
+  std::atomic<void*>* slot = cache.slots[--cache.count];
+  internal::return_to_blocks(state.kinds[static_cast<std::size_t>(kind)], cache, cache.count);
+  return slot;
+}
+
+[[gnu::noinline]] void release_uncached(handle_kind_state& kind, std::atomic<void*>* slot) noexcept {
+  handle_cache single;
+  single.slots[single.count++] = slot;
+  internal::return_to_blocks(kind, single, 1);
+}
+
+internal::handle_table_caches* caches_or_null(std::uint64_t serial) noexcept {
+  try {
+    return internal::thread_caches(serial);
+  } catch (...) {
+    return nullptr;  // no memory for this thread's first cache: the caller goes uncached
+  }
+}
+
+}  // namespace
+
+handle handle_table::allocate(handle_kind kind, void* target, void* secondary) {
+  const auto k = static_cast<std::size_t>(kind);
+  if (k >= handle_kind_count) throw std::invalid_argument("palrt: handle_table::allocate: unknown handle kind");
+  if (secondary && kind != handle_kind::dependent)
+    throw std::invalid_argument("palrt: handle_table::allocate: only a dependent handle has a secondary");
+  std::atomic<void*>* slot;
+  if (internal::handle_table_caches* caches = internal::thread_caches(serial_)) [[likely]] {
+    handle_cache& cache = caches->kinds[k];
+    if (cache.count == 0) [[unlikely]] refill(*state_, this, kind, cache);
+    slot = cache.slots[--cache.count];
+  } else {
+    slot = allocate_uncached(*state_, this, kind);
+  }
+  if (kind == handle_kind::dependent) {
+    handle_block* block = handle_block::of(slot);
+    // relaxed: published by the release store of the target below.
+    block->secondaries[block->index_of(slot)].store(secondary, std::memory_order_relaxed);
+  }
+  slot->store(target, std::memory_order_release);
+  return handle(slot);
+}
+
+void* handle_table::release(handle h) noexcept {
+  handle_block* block = block_of(h, "release");
+  void* const marker = internal::free_slot_marker();
+  void* old;
+  if (PALRT_HANDLE_CHECKS || block->secondaries) {
+    // A dependent handle's old primary decides who drops its secondary (the owner, or the
+    // sweep that cleared it): an exchange, so exactly one of them sees it. Checked builds
+    // exchange for every kind, so that two racing releases cannot both succeed.
+    // acq_rel: acquire makes the target's last writer's stores visible to the caller (who may
+    // act on the returned target); release orders the caller's last uses of the slot before
+    // the slot's next owner.
+    old = h.slot_->exchange(marker, std::memory_order_acq_rel);
+  } else {
+    // The other kinds: a load and a store, no atomic read-modify-write (half the cost of a
+    // pair). A sweep racing this release either clears the slot first (we overwrite its
+    // null) or fails its compare-exchange on the marker; nobody's ownership depends on it.
+    old = h.slot_->load(std::memory_order_acquire);
+    if (old != marker) h.slot_->store(marker, std::memory_order_release);
+  }
+  if (old == marker) misuse("release", h.slot_, "the handle was already released");
+  if (block->secondaries)
+    block->secondaries[block->index_of(h.slot_)].store(nullptr, std::memory_order_relaxed);
+  handle_kind_state& k = state_->kinds[static_cast<std::size_t>(block->kind)];
+  if (internal::handle_table_caches* caches = caches_or_null(serial_)) [[likely]] {
+    handle_cache& cache = caches->kinds[static_cast<std::size_t>(block->kind)];
+    if (cache.count == handle_cache::capacity) [[unlikely]]
+      internal::return_to_blocks(k, cache, handle_cache::batch);
+    cache.slots[cache.count++] = h.slot_;
+  } else {
+    release_uncached(k, h.slot_);
+  }
+  return old;
 }
 
 void* handle_table::secondary(handle h) const noexcept {

@@ -45,13 +45,15 @@
 //
 // Misuse: releasing a handle twice, or releasing (or reading the kind of) a pointer that is
 // not a handle of this table, prints one line to stderr naming the problem and aborts (a
-// corrupted table cannot be reported any other way). Every build detects a second release,
-// even one racing the first (release is an atomic exchange anyway), and a handle of another
-// table or a pointer into a live block that is not a slot (a read of the block header,
-// usually cached: no measurable cost). Checked builds (NDEBUG not defined, or ASan/TSan)
-// also look the block up in the table's list of blocks under a lock before touching it, so
-// that a wild pointer is reported instead of faulting: tens of nanoseconds per release.
-// In a release build a pointer into unmapped memory faults (SIGSEGV) instead.
+// corrupted table cannot be reported any other way). Every build detects a release of a
+// handle already released, a handle of another table, and a pointer into a live block that
+// is not a slot: a read of the block header, usually cached, and of the slot the release
+// writes anyway (no measurable cost). Checked builds (NDEBUG not defined, or ASan/TSan) also
+// detect two releases of one handle racing each other (the release is then an atomic
+// exchange, as it always is for dependent handles: ~2x the cost of a pair), and look the
+// block up in the table's list of blocks under a lock before touching it, so that a wild
+// pointer is reported instead of faulting (tens of nanoseconds per release). In a release
+// build a pointer into unmapped memory faults (SIGSEGV) instead.
 #pragma once
 
 #include <array>
@@ -125,10 +127,12 @@ class handle_table {
   // object the host has found dead. Throws handle_allocation_error (see above).
   handle allocate(handle_kind kind, void* target, void* secondary = nullptr);
 
-  // Returns the slot to the table and returns the target it held at that moment: null if a
-  // sweep had cleared it (for a dependent handle this is how the owner learns who owns the
-  // secondary: the sweep that cleared the primary reported the secondary; see sweep_weak).
-  // Lock-free, from any thread. Aborts on misuse (see above).
+  // Returns the slot to the table and returns the target it held: null if a sweep had
+  // cleared it. For a dependent handle this is exact, and it is how the owner learns who owns
+  // the secondary: if it returns null, the sweep that cleared the primary reported the
+  // secondary (sweep_weak); otherwise the caller does. For the other kinds it is the value
+  // seen just before the release (a sweep may clear it at the same time). Lock-free, from any
+  // thread. Aborts on misuse (see above).
   void* release(handle h) noexcept;
 
   // The target (acquire: the target's initialisation, published before it was stored, is

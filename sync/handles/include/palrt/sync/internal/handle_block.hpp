@@ -51,7 +51,8 @@ static_assert(offsetof(handle_block, slots) == handle_block_header_bytes);
 // The value a slot holds while it is free (in a thread's cache, or never handed out): the
 // address of a private byte, so it can equal no host object. Sweeps skip it; release()
 // finding it means the handle was released before.
-void* free_slot_marker() noexcept;
+inline constexpr char free_slot_marker_byte = 0;
+inline void* free_slot_marker() noexcept { return const_cast<char*>(&free_slot_marker_byte); }
 
 // One thread's free slots of one table and kind. Only its thread touches it.
 struct handle_cache {
