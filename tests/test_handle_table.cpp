@@ -8,7 +8,9 @@
 #include <atomic>
 #include <barrier>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <set>
 #include <thread>
 #include <vector>
@@ -254,6 +256,23 @@ TEST_CASE("handle table: releasing twice, or a pointer that is no handle of this
     CHECK(r.err.find("palrt: handle_table::release(") != std::string::npos);
     CHECK(r.err.find(e.message) != std::string::npos);
   }
+}
+
+PALRT_FRESH_PROCESS(table_destroyed_with_handles) {
+  int x = 7;
+  auto table = std::make_unique<handle_table>();
+  handle h = table->allocate(handle_kind::strong, &x);
+  table->allocate(handle_kind::weak_long, &x);
+  table.reset();  // says so, and keeps the blocks: h is still valid memory
+  std::printf("%d\n", *static_cast<int*>(handle_table::target(h)));
+  return 0;
+}
+
+TEST_CASE("handle table: destroyed with handles still allocated, it says so and keeps them valid") {
+  const auto r = palrt::testing::run_fresh("table_destroyed_with_handles");
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "7\n");
+  CHECK(r.err.find("palrt: handle_table destroyed with 2 handles still allocated") != std::string::npos);
 }
 
 TEST_CASE("handle table: threads allocating, releasing across threads and sweeping at once lose nothing") {
