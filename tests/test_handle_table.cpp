@@ -43,10 +43,10 @@ std::size_t total(const handle_counters& c) {
 TEST_CASE("handle table: a handle holds its target until released, and counters follow each kind") {
   handle_table table;
   cell a, b, c;
-  handle strong = table.allocate(handle_kind::strong, &a);
-  handle weak = table.allocate(handle_kind::weak_short, &b);
-  handle longw = table.allocate(handle_kind::weak_long, nullptr);
-  handle dep = table.allocate(handle_kind::dependent, &a, &c);
+  gc_handle strong = table.allocate(handle_kind::strong, &a);
+  gc_handle weak = table.allocate(handle_kind::weak_short, &b);
+  gc_handle longw = table.allocate(handle_kind::weak_long, nullptr);
+  gc_handle dep = table.allocate(handle_kind::dependent, &a, &c);
   CHECK(handle_table::target(strong) == &a);
   CHECK(handle_table::target(weak) == &b);
   CHECK(handle_table::target(longw) == nullptr);
@@ -82,7 +82,7 @@ TEST_CASE("handle table: misuse of allocate is refused with a clear error, and n
 TEST_CASE("handle table: thousands of handles, distinct slots, blocks found by masking") {
   handle_table table;
   std::vector<cell> cells(5000);
-  std::vector<handle> handles;
+  std::vector<gc_handle> handles;
   std::set<const void*> slots;
   for (auto& c : cells) {
     handles.push_back(table.allocate(handle_kind::weak_long, &c));
@@ -93,7 +93,7 @@ TEST_CASE("handle table: thousands of handles, distinct slots, blocks found by m
   const handle_counters n = table.counters();
   CHECK(n.handles[static_cast<std::size_t>(handle_kind::weak_long)] == cells.size());
   CHECK(n.blocks >= cells.size() / handle_table_access::slots_per_block());
-  for (handle h : handles) table.release(h);
+  for (gc_handle h : handles) table.release(h);
   CHECK(total(table.counters()) == 0);
   // Released slots are reused before the table grows again.
   const std::size_t blocks = table.counters().blocks;
@@ -161,10 +161,10 @@ TEST_CASE("handle table: strong roots are visited, dependents promote secondarie
 TEST_CASE("handle table: a handle released on another thread, and a thread's cache returned when it exits") {
   handle_table table;
   cell a;
-  std::vector<handle> handles;
+  std::vector<gc_handle> handles;
   for (int i = 0; i < 100; ++i) handles.push_back(table.allocate(handle_kind::weak_short, &a));
   std::thread releaser([&] {
-    for (handle h : handles) CHECK(table.release(h) == &a);
+    for (gc_handle h : handles) CHECK(table.release(h) == &a);
     // This thread's cache holds the slots now; its exit returns them to their blocks.
     CHECK(handle_table_access::cached_free_slots(table, handle_kind::weak_short) > 0);
   });
@@ -173,9 +173,9 @@ TEST_CASE("handle table: a handle released on another thread, and a thread's cac
   // The blocks have room again: another thread allocates without growing the table.
   const std::size_t blocks = table.counters().blocks;
   std::thread allocator([&] {
-    std::vector<handle> again;
+    std::vector<gc_handle> again;
     for (int i = 0; i < 100; ++i) again.push_back(table.allocate(handle_kind::weak_short, &a));
-    for (handle h : again) table.release(h);
+    for (gc_handle h : again) table.release(h);
   });
   allocator.join();
   CHECK(table.counters().blocks == blocks);
@@ -184,14 +184,14 @@ TEST_CASE("handle table: a handle released on another thread, and a thread's cac
 TEST_CASE("handle table: out of memory while growing is a clear error and loses nothing") {
   handle_table table;
   std::vector<cell> cells(3 * handle_table_access::slots_per_block());
-  std::vector<handle> kept;
+  std::vector<gc_handle> kept;
   for (std::size_t i = 0; i < handle_table_access::slots_per_block(); ++i)
     kept.push_back(table.allocate(handle_kind::strong, &cells[i]));
   const handle_counters before = table.counters();
 
   // Allocate until the table must grow while growth fails.
   handle_table_access::fail_block_allocations(table, 1000);
-  std::vector<handle> more;
+  std::vector<gc_handle> more;
   std::string message;
   try {
     for (std::size_t i = kept.size(); i < cells.size(); ++i) more.push_back(table.allocate(handle_kind::strong, &cells[i]));
@@ -207,11 +207,11 @@ TEST_CASE("handle table: out of memory while growing is a clear error and loses 
   // Other kinds fail the same way; the failure is not sticky once memory is back.
   CHECK_THROWS_AS(table.allocate(handle_kind::dependent, &cells[0], &cells[1]), handle_allocation_error);
   handle_table_access::fail_block_allocations(table, 0);
-  handle h = table.allocate(handle_kind::strong, &cells.back());
+  gc_handle h = table.allocate(handle_kind::strong, &cells.back());
   CHECK(handle_table::target(h) == &cells.back());
   table.release(h);
-  for (handle x : kept) table.release(x);
-  for (handle x : more) table.release(x);
+  for (gc_handle x : kept) table.release(x);
+  for (gc_handle x : more) table.release(x);
   CHECK(total(table.counters()) == 0);
 }
 
@@ -219,7 +219,7 @@ TEST_CASE("handle table: out of memory while growing is a clear error and loses 
 PALRT_FRESH_PROCESS(release_twice) {
   handle_table table;
   int x = 0;
-  handle h = table.allocate(handle_kind::weak_short, &x);
+  gc_handle h = table.allocate(handle_kind::weak_short, &x);
   table.release(h);
   table.release(h);
   return 0;
@@ -228,7 +228,7 @@ PALRT_FRESH_PROCESS(release_twice) {
 PALRT_FRESH_PROCESS(release_foreign_handle) {
   handle_table mine, theirs;
   int x = 0;
-  handle h = theirs.allocate(handle_kind::strong, &x);
+  gc_handle h = theirs.allocate(handle_kind::strong, &x);
   mine.release(h);
   return 0;
 }
@@ -261,7 +261,7 @@ TEST_CASE("handle table: releasing twice, or a pointer that is no handle of this
 PALRT_FRESH_PROCESS(table_destroyed_with_handles) {
   int x = 7;
   auto table = std::make_unique<handle_table>();
-  handle h = table->allocate(handle_kind::strong, &x);
+  gc_handle h = table->allocate(handle_kind::strong, &x);
   table->allocate(handle_kind::weak_long, &x);
   table.reset();  // says so, and keeps the blocks: h is still valid memory
   std::printf("%d\n", *static_cast<int*>(handle_table::target(h)));
@@ -286,7 +286,7 @@ TEST_CASE("handle table: threads allocating, releasing across threads and sweepi
   std::vector<std::vector<cell>> cells(threads, std::vector<cell>(per_round));
   for (auto& mine : cells)
     for (std::size_t i = 0; i < mine.size(); ++i) mine[i].alive = (i % 8) != 0;  // some die
-  std::vector<std::vector<handle>> handoff(threads);
+  std::vector<std::vector<gc_handle>> handoff(threads);
   std::vector<std::mutex> handoff_lock(threads);
   std::atomic<long> wrong_target{0}, allocated{0}, released{0}, cleared_seen{0};
   std::atomic<bool> done{false};
@@ -297,7 +297,7 @@ TEST_CASE("handle table: threads allocating, releasing across threads and sweepi
   for (int t = 0; t < threads; ++t)
     workers.emplace_back([&, t] {
       for (int r = 0; r < rounds; ++r) {
-        std::vector<handle> mine;
+        std::vector<gc_handle> mine;
         for (int i = 0; i < per_round; ++i) {
           mine.push_back(table.allocate(handle_kind::weak_short, &cells[t][i]));
           allocated.fetch_add(1);
@@ -319,12 +319,12 @@ TEST_CASE("handle table: threads allocating, releasing across threads and sweepi
           table.release(mine[i]);
           released.fetch_add(1);
         }
-        std::vector<handle> theirs;
+        std::vector<gc_handle> theirs;
         {
           std::lock_guard lock(handoff_lock[t]);
           theirs.swap(handoff[t]);
         }
-        for (handle h : theirs) {
+        for (gc_handle h : theirs) {
           table.release(h);
           released.fetch_add(1);
         }
@@ -334,7 +334,7 @@ TEST_CASE("handle table: threads allocating, releasing across threads and sweepi
   done = true;
   sweeper.join();
   for (int t = 0; t < threads; ++t)
-    for (handle h : handoff[t]) {
+    for (gc_handle h : handoff[t]) {
       table.release(h);
       released.fetch_add(1);
     }

@@ -242,7 +242,7 @@ handle_table::~handle_table() {
 }
 
 // Inlined into release(): the checks are a few compares of one cached line.
-[[gnu::always_inline]] inline handle_block* handle_table::block_of(handle h, const char* operation) const noexcept {
+[[gnu::always_inline]] inline handle_block* handle_table::block_of(gc_handle h, const char* operation) const noexcept {
   if (!h) misuse(operation, nullptr, "a null handle");
   const auto address = reinterpret_cast<std::uintptr_t>(h.slot_);
   handle_block* block = handle_block::of(h.slot_);
@@ -289,7 +289,7 @@ internal::handle_table_caches* caches_or_null(std::uint64_t serial) noexcept {
 
 }  // namespace
 
-handle handle_table::allocate(handle_kind kind, void* target, void* secondary) {
+gc_handle handle_table::allocate(handle_kind kind, void* target, void* secondary) {
   const auto k = static_cast<std::size_t>(kind);
   if (k >= handle_kind_count) throw std::invalid_argument("palrt: handle_table::allocate: unknown handle kind");
   if (secondary && kind != handle_kind::dependent)
@@ -308,10 +308,10 @@ handle handle_table::allocate(handle_kind kind, void* target, void* secondary) {
     block->secondaries[block->index_of(slot)].store(secondary, std::memory_order_relaxed);
   }
   slot->store(target, std::memory_order_release);
-  return handle(slot);
+  return gc_handle(slot);
 }
 
-void* handle_table::release(handle h) noexcept {
+void* handle_table::release(gc_handle h) noexcept {
   handle_block* block = block_of(h, "release");
   void* const marker = internal::free_slot_marker();
   void* old;
@@ -345,18 +345,18 @@ void* handle_table::release(handle h) noexcept {
   return old;
 }
 
-void* handle_table::secondary(handle h) const noexcept {
+void* handle_table::secondary(gc_handle h) const noexcept {
   handle_block* block = block_of(h, "secondary");
   return block->secondaries ? block->secondaries[block->index_of(h.slot_)].load(std::memory_order_acquire) : nullptr;
 }
 
-void handle_table::set_secondary(handle h, void* secondary) const noexcept {
+void handle_table::set_secondary(gc_handle h, void* secondary) const noexcept {
   handle_block* block = block_of(h, "set_secondary");
   if (!block->secondaries) misuse("set_secondary", h.slot_, "only a dependent handle has a secondary");
   block->secondaries[block->index_of(h.slot_)].store(secondary, std::memory_order_release);
 }
 
-handle_kind handle_table::kind(handle h) const noexcept { return block_of(h, "kind")->kind; }
+handle_kind handle_table::kind(gc_handle h) const noexcept { return block_of(h, "kind")->kind; }
 
 std::size_t handle_table::sweep(handle_kind kind, void* is_alive, predicate_fn alive, void* on_cleared,
                                 cleared_fn cleared) {

@@ -73,7 +73,7 @@ class strong_handle {
     if (auto* t = static_cast<T*>(handle_.reset())) internal::object_access::release(*t);
   }
   explicit operator bool() const noexcept { return static_cast<bool>(handle_); }
-  handle raw() const noexcept { return handle_.get(); }
+  gc_handle raw() const noexcept { return handle_.get(); }
 
  private:
   owned_handle handle_;
@@ -98,7 +98,7 @@ class weak_handle {
   bool cleared() const noexcept { return handle_.target() == nullptr; }
   void reset() noexcept { handle_.reset(); }
   explicit operator bool() const noexcept { return static_cast<bool>(handle_); }
-  handle raw() const noexcept { return handle_.get(); }
+  gc_handle raw() const noexcept { return handle_.get(); }
 
  private:
   owned_handle handle_;
@@ -147,7 +147,7 @@ class dependent_handle {
     if (handle_.reset() && secondary) internal::object_access::release(*secondary);
   }
   explicit operator bool() const noexcept { return static_cast<bool>(handle_); }
-  handle raw() const noexcept { return handle_.get(); }
+  gc_handle raw() const noexcept { return handle_.get(); }
 
  private:
   owned_handle handle_;

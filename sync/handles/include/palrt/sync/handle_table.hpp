@@ -77,20 +77,21 @@ enum class handle_kind : std::uint8_t { strong, weak_short, weak_long, dependent
 inline constexpr std::size_t handle_kind_count = 4;
 const char* handle_kind_name(handle_kind kind) noexcept;  // "strong", "weak-short", ...
 
-// A handle: the address of one slot. Plain data, copied freely; owning one (releasing it
-// exactly once) is the job of owned_handle and the typed wrappers (typed_handles.hpp).
-class handle {
+// A GC handle: the address of one slot. Plain data, copied freely; owning one (releasing it
+// exactly once) is the job of owned_handle and the typed wrappers (typed_handles.hpp). (Not
+// to be confused with the waitable objects' Win32-style handles of the sync manager.)
+class gc_handle {
  public:
-  handle() noexcept = default;
+  gc_handle() noexcept = default;
   explicit operator bool() const noexcept { return slot_ != nullptr; }
-  friend bool operator==(handle, handle) noexcept = default;
+  friend bool operator==(gc_handle, gc_handle) noexcept = default;
   // The slot's address, for logging and as a map key.
   const void* address() const noexcept { return slot_; }
 
  private:
   friend class handle_table;
   friend class internal::handle_table_access;
-  explicit handle(std::atomic<void*>* slot) noexcept : slot_(slot) {}
+  explicit gc_handle(std::atomic<void*>* slot) noexcept : slot_(slot) {}
   std::atomic<void*>* slot_ = nullptr;
 };
 
@@ -125,7 +126,7 @@ class handle_table {
   // A new handle of `kind` holding `target` (may be null); `secondary` is a dependent
   // handle's secondary and must be null for the other kinds. The target must not be an
   // object the host has found dead. Throws handle_allocation_error (see above).
-  handle allocate(handle_kind kind, void* target, void* secondary = nullptr);
+  gc_handle allocate(handle_kind kind, void* target, void* secondary = nullptr);
 
   // Returns the slot to the table and returns the target it held: null if a sweep had
   // cleared it. For a dependent handle this is exact, and it is how the owner learns who owns
@@ -133,23 +134,23 @@ class handle_table {
   // secondary (sweep_weak); otherwise the caller does. For the other kinds it is the value
   // seen just before the release (a sweep may clear it at the same time). Lock-free, from any
   // thread. Aborts on misuse (see above).
-  void* release(handle h) noexcept;
+  void* release(gc_handle h) noexcept;
 
   // The target (acquire: the target's initialisation, published before it was stored, is
   // visible). Undefined on a released handle.
-  static void* target(handle h) noexcept { return h.slot_->load(std::memory_order_acquire); }
+  static void* target(gc_handle h) noexcept { return h.slot_->load(std::memory_order_acquire); }
   // Stores a new target (release). For a dependent handle, the primary.
-  static void set_target(handle h, void* target) noexcept {
+  static void set_target(gc_handle h, void* target) noexcept {
     h.slot_->store(target, std::memory_order_release);
   }
   // A dependent handle's secondary (null for the other kinds).
-  void* secondary(handle h) const noexcept;
+  void* secondary(gc_handle h) const noexcept;
   // Replaces a dependent handle's secondary. Not atomic with respect to a sweep that clears
   // the primary at the same time (the sweep reports the secondary it read): a host changes
   // secondaries only while its sweeps are not running.
-  void set_secondary(handle h, void* secondary) const noexcept;
+  void set_secondary(gc_handle h, void* secondary) const noexcept;
   // The handle's kind, from its block. Aborts on a pointer that is no handle of this table.
-  handle_kind kind(handle h) const noexcept;
+  handle_kind kind(gc_handle h) const noexcept;
 
   // --- The host GC's interface (order: see the top of this file) ---
 
@@ -206,7 +207,7 @@ class handle_table {
   void visit_strong(void* visit, visit_fn) const;
   std::size_t promote(void* is_alive, predicate_fn, void* mark, visit_fn) const;
 
-  internal::handle_block* block_of(handle h, const char* operation) const noexcept;
+  internal::handle_block* block_of(gc_handle h, const char* operation) const noexcept;
 
   const std::uint64_t serial_;  // unique per table for the life of the process
   std::unique_ptr<internal::handle_table_state> state_;

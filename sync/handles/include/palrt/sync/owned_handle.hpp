@@ -19,27 +19,27 @@ class owned_handle {
   owned_handle(handle_table& table, handle_kind kind, void* target, void* secondary = nullptr)
       : table_(&table), handle_(table.allocate(kind, target, secondary)) {}
   owned_handle(owned_handle&& other) noexcept
-      : table_(other.table_), handle_(std::exchange(other.handle_, handle{})) {}
+      : table_(other.table_), handle_(std::exchange(other.handle_, gc_handle{})) {}
   owned_handle& operator=(owned_handle&& other) noexcept {
     if (this != &other) {
       reset();
       table_ = other.table_;
-      handle_ = std::exchange(other.handle_, handle{});
+      handle_ = std::exchange(other.handle_, gc_handle{});
     }
     return *this;
   }
   ~owned_handle() { reset(); }
 
   explicit operator bool() const noexcept { return static_cast<bool>(handle_); }
-  handle get() const noexcept { return handle_; }
+  gc_handle get() const noexcept { return handle_; }
   handle_table* table() const noexcept { return table_; }
   void* target() const noexcept { return handle_ ? handle_table::target(handle_) : nullptr; }
   // Releases the handle now; returns what release() returned (null if there was none).
-  void* reset() noexcept { return handle_ ? table_->release(std::exchange(handle_, handle{})) : nullptr; }
+  void* reset() noexcept { return handle_ ? table_->release(std::exchange(handle_, gc_handle{})) : nullptr; }
 
  private:
   handle_table* table_ = nullptr;
-  handle handle_;
+  gc_handle handle_;
 };
 
 }  // namespace palrt::sync

@@ -13,7 +13,7 @@ class handle_table_access {
   // The next `n` block allocations of `table` fail as if memory were exhausted.
   static void fail_block_allocations(handle_table& table, int n) noexcept;
   // A handle value that points at `address` (for misuse tests: a pointer that is no handle).
-  static handle forge(void* address) noexcept { return handle(static_cast<std::atomic<void*>*>(address)); }
+  static gc_handle forge(void* address) noexcept { return gc_handle(static_cast<std::atomic<void*>*>(address)); }
   // Free slots in the calling thread's cache of `table` for `kind`.
   static std::size_t cached_free_slots(const handle_table& table, handle_kind kind);
   static std::size_t slots_per_block() noexcept;
