@@ -35,6 +35,7 @@ using namespace palrt::bench;
 constexpr bench_registrar registry[] = {
     register_barrier,
     register_handles,
+    register_finalizer,
 };
 
 using palrt::tools::one_line;
