@@ -50,9 +50,11 @@
 #include <palrt/sync/collector.hpp>
 #include <palrt/sync/finalizer_thread.hpp>
 #include <palrt/sync/handle_table.hpp>
+#include <palrt/sync/internal/finalizer_thread_access.hpp>
 #include <palrt/sync/object.hpp>
 #include <palrt/sync/typed_handles.hpp>
 
+#include "bench_affinity.hpp"
 #include "bench_component.hpp"
 #include "bench_report.hpp"
 #include "bench_thread_team.hpp"
@@ -83,6 +85,24 @@ void cpu_relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
 #endif
+}
+
+// A thread's time on a CPU and time runnable but waiting for one (/proc/<pid>/task/<tid>/schedstat,
+// ns); zeros where the kernel does not have schedstats. For the progress lines: whether the
+// finalizer was slow or starved of CPU.
+struct sched_times {
+  double on_cpu_ns = 0;
+  double waiting_ns = 0;
+};
+sched_times read_sched_times(pid_t tid) {
+  sched_times t;
+  const std::string path = "/proc/self/task/" + std::to_string(tid) + "/schedstat";
+  if (std::FILE* f = std::fopen(path.c_str(), "r")) {
+    unsigned long long run = 0, wait = 0;
+    if (std::fscanf(f, "%llu %llu", &run, &wait) == 2) t = {static_cast<double>(run), static_cast<double>(wait)};
+    std::fclose(f);
+  }
+  return t;
 }
 
 std::size_t drain_objects(const bench_settings& settings) { return settings.quick ? 2000 : 10000; }
@@ -214,6 +234,20 @@ struct finalizer_rig {
   finalizer_thread finalizer{gc};
 
   finalizer_rig() { finalizer.start(); }
+
+  pid_t finalizer_tid() const noexcept {
+    return palrt::sync::internal::finalizer_thread_access::thread(finalizer).tid();
+  }
+
+  // Puts the finalizer thread on `cpu` (it runs where the scheduler puts it otherwise).
+  bool pin_finalizer(int cpu) const noexcept {
+    const pid_t tid = finalizer_tid();
+    if (tid == 0 || cpu < 0 || cpu >= CPU_SETSIZE) return false;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return sched_setaffinity(tid, sizeof set, &set) == 0;
+  }
   ~finalizer_rig() {
     finalizer.stop();
     gc.collect();
@@ -326,7 +360,14 @@ void run_sustained(finalizer_rig& rig, const bench_settings& settings, bench_rep
                   std::to_string(threads) + " pinned): " + std::to_string(settings.repetitions()) + " repetitions");
 
   std::vector<double> p50s, p99s, high_waters, rates;
+  sched_times finalizer_before{};
+  std::uint64_t finalized_before = 0;
+  const auto start_counting = [&] {
+    finalizer_before = read_sched_times(rig.finalizer_tid());
+    finalized_before = rig.finalizer.counters().finalized;
+  };
   for (int rep = -1; rep < settings.repetitions(); ++rep) {  // -1: warm-up, discarded
+    if (rep == 0) start_counting();
     const auto budget = rep < 0 ? settings.run_budget() / 10 : settings.run_budget();
     team.run([&](int member) {
       mutator_result& r = results[static_cast<std::size_t>(member)];
@@ -364,6 +405,8 @@ void run_sustained(finalizer_rig& rig, const bench_settings& settings, bench_rep
     }
     context.waits.reset();  // the finalizer is idle: everything queued has been finalized
   }
+  const sched_times finalizer_after = read_sched_times(rig.finalizer_tid());
+  const double finalized = static_cast<double>(rig.finalizer.counters().finalized - finalized_before);
   const sample_spread p50 = spread_of(p50s), p99 = spread_of(p99s), hw = spread_of(high_waters),
                       rate = spread_of(rates);
   report.add({sustained_case, std::string(palrt_variant), threads, "queue_wait_p50_ns", p50.median});
@@ -375,6 +418,13 @@ void run_sustained(finalizer_rig& rig, const bench_settings& settings, bench_rep
                 "  palrt: queue wait p50 %.0f ns (repetitions %.0f .. %.0f), p99 %.0f ns (%.0f .. %.0f), "
                 "high water %.0f, %.2f M objects/s",
                 p50.median, p50.min, p50.max, p99.median, p99.min, p99.max, hw.median, rate.median / 1e6);
+  report.progress(buf);
+  std::snprintf(buf, sizeof buf,
+                "  finalizer thread: %.0f ns on a CPU per object finalized; %.1f ms on a CPU and %.1f ms runnable "
+                "but waiting for one (schedstat)",
+                finalized > 0 ? (finalizer_after.on_cpu_ns - finalizer_before.on_cpu_ns) / finalized : 0.0,
+                (finalizer_after.on_cpu_ns - finalizer_before.on_cpu_ns) / 1e6,
+                (finalizer_after.waiting_ns - finalizer_before.waiting_ns) / 1e6);
   report.progress(buf);
 }
 
@@ -390,7 +440,20 @@ void run_finalizer(const bench_settings& settings, bench_report& report) {
   const std::vector<int> sustained_threads = settings.thread_counts({1, 2});
   if (!single_thread_cases) report.progress("drain and wait-pending measure one thread; skipped with --threads > 1");
 
+  // Where the threads run decides what wait-pending measures: a finalizer woken on the
+  // caller's own CPU preempts the caller inside collect() and is done before the wait begins
+  // (~0.1 us, the fast path), one on another CPU has to be woken there (tens of us on a VM).
+  // The caller stays on its CPU and the finalizer goes on another, as on a host with a core to
+  // spare; sustained's mutators then go on every CPU, the finalizer's included.
+  affinity_guard restore_affinity;
+  const cpu_plan plan = plan_cpus();
+  const bool caller_pinned = plan.measuring_cpu && pin_current_thread(*plan.measuring_cpu);
   finalizer_rig rig;
+  const bool finalizer_pinned = !plan.load_cpus.empty() && rig.pin_finalizer(plan.load_cpus.front());
+  report.progress(std::string("caller ") +
+                  (caller_pinned ? "on CPU " + std::to_string(*plan.measuring_cpu) : std::string("not pinned")) +
+                  ", finalizer thread " +
+                  (finalizer_pinned ? "on CPU " + std::to_string(plan.load_cpus.front()) : std::string("not pinned")));
   const std::string no_baseline = " No baseline: the issue names none, so palrt's value stands alone.";
   if (single_thread_cases) {
     report.describe_case(
