@@ -351,9 +351,10 @@ struct mutator_result {
   bench_clock::time_point start{}, end{};
 };
 
-void run_sustained(finalizer_rig& rig, const bench_settings& settings, bench_report& report, int threads) {
+void run_sustained(finalizer_rig& rig, const bench_settings& settings, bench_report& report, int threads,
+                   const std::vector<int>& cpus) {
   sustained_context context;
-  thread_team team(threads, team_cpus(), "bench-mutator");
+  thread_team team(threads, cpus, "bench-mutator");
   std::vector<mutator_result> results(static_cast<std::size_t>(threads));
   report.progress(std::string(sustained_case) + " with " + std::to_string(threads) + " mutator thread" +
                   (threads == 1 ? "" : "s") + " (" + std::to_string(team.pinned()) + " of " +
@@ -481,7 +482,13 @@ void run_finalizer(const bench_settings& settings, bench_report& report) {
           "to its finalize(); queue_high_water = largest finalizer_counters().pending read right after a collect() "
           "returned; ops_per_s = objects created per second by all mutators. Each of " +
           budget_text(settings) + " gives one value per metric; median of the repetitions." + no_baseline);
-  for (const int threads : sustained_threads) run_sustained(rig, settings, report, threads);
+  // Mutator i on [i % size]: the caller's CPU first, then the others (the finalizer's).
+  std::vector<int> mutator_cpus;
+  if (plan.measuring_cpu) {
+    mutator_cpus.push_back(*plan.measuring_cpu);
+    mutator_cpus.insert(mutator_cpus.end(), plan.load_cpus.begin(), plan.load_cpus.end());
+  }
+  for (const int threads : sustained_threads) run_sustained(rig, settings, report, threads, mutator_cpus);
 }
 
 }  // namespace
