@@ -177,7 +177,9 @@ class trivial_object final : public finalizable {
   std::atomic<std::int64_t>* stamp_;
 };
 
-// Holds the finalizer thread inside its finalize() until opened.
+// Holds the finalizer thread inside its finalize() until opened. Shared with the gate object,
+// so a drain that fails (a timeout, an allocation) never leaves the finalizer reading freed
+// memory; the failing drain opens it on its way out.
 struct gate {
   std::atomic<bool> entered{false};
   std::atomic<bool> open{false};
@@ -185,23 +187,23 @@ struct gate {
 
 class gate_object final : public finalizable {
  public:
-  explicit gate_object(gate& g) noexcept : gate_(g) {}
+  explicit gate_object(std::shared_ptr<gate> g) noexcept : gate_(std::move(g)) {}
 
  protected:
   void finalize() override {
-    gate_.entered.store(true, std::memory_order_release);
+    gate_->entered.store(true, std::memory_order_release);
     // Spins: the drain's clock starts when the gate opens, and a finalizer asleep in the
     // kernel would add its wake-up to the drain. It yields after a while, so a loaded
     // machine gets the CPU back while objects are created.
     const auto since = bench_clock::now();
-    for (unsigned n = 0; !gate_.open.load(std::memory_order_acquire); ++n) {
+    for (unsigned n = 0; !gate_->open.load(std::memory_order_acquire); ++n) {
       cpu_relax();
       if (n % 64 == 0 && bench_clock::now() - since > std::chrono::microseconds(200)) sched_yield();
     }
   }
 
  private:
-  gate& gate_;
+  std::shared_ptr<gate> gate_;
 };
 
 struct sustained_context {
@@ -265,11 +267,15 @@ struct finalizer_rig {
 
 // One drain of n objects: objects finalized per second.
 double drain_once(finalizer_rig& rig, std::size_t n, std::vector<ref<trivial_object>>& objects) {
-  gate g;
+  const auto g = std::make_shared<gate>();
+  struct open_on_exit {
+    gate& g;
+    ~open_on_exit() { g.open.store(true, std::memory_order_release); }
+  } opener{*g};
   make_object<gate_object>(rig.gc, g).reset();
   rig.gc.collect();  // queues the gate and wakes the finalizer
   const auto deadline = bench_clock::now() + finalizer_timeout;
-  while (!g.entered.load(std::memory_order_acquire)) {
+  while (!g->entered.load(std::memory_order_acquire)) {
     if (bench_clock::now() > deadline) throw std::runtime_error("drain: the finalizer thread did not start within 10 s");
     sched_yield();
   }
@@ -282,7 +288,7 @@ double drain_once(finalizer_rig& rig, std::size_t n, std::vector<ref<trivial_obj
   rig.gc.collect();  // the marker, last in the queue
 
   const std::int64_t start = now_ns();
-  g.open.store(true, std::memory_order_release);
+  g->open.store(true, std::memory_order_release);
   rig.wait_for_finalizers("drain");
   const std::int64_t stop = end.load(std::memory_order_acquire);
   rig.gc.collect();  // frees them (not timed)
