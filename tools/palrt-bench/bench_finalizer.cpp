@@ -84,12 +84,6 @@ std::int64_t now_ns() noexcept {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(bench_clock::now().time_since_epoch()).count();
 }
 
-void cpu_relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
 // A thread's time on a CPU and time runnable but waiting for one (/proc/<pid>/task/<tid>/schedstat,
 // ns); zeros where the kernel does not have schedstats. For the progress lines: whether the
 // finalizer was slow or starved of CPU.
@@ -247,11 +241,7 @@ struct finalizer_rig {
   // Puts the finalizer thread on `cpu` (it runs where the scheduler puts it otherwise).
   bool pin_finalizer(int cpu) const noexcept {
     const pid_t tid = finalizer_tid();
-    if (tid == 0 || cpu < 0 || cpu >= CPU_SETSIZE) return false;
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    return sched_setaffinity(tid, sizeof set, &set) == 0;
+    return tid != 0 && pin_thread(tid, cpu);
   }
   ~finalizer_rig() {
     finalizer.stop();

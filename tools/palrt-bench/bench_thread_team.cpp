@@ -12,14 +12,6 @@ namespace palrt::bench {
 
 namespace {
 
-void cpu_relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
-}
-
 // How a waiting member or the caller waits: spin first (the next slice starts within
 // microseconds), then yield (a member that shares its CPU with another lets it run), then,
 // for the waits between cases, sleep in the kernel if the caller can.

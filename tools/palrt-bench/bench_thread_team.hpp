@@ -29,6 +29,15 @@
 
 namespace palrt::bench {
 
+// One turn of a spin-wait: tells the CPU (and a hyperthread sibling) that this is a wait.
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
 class thread_team {
  public:
   // Starts size - 1 threads named `<name>-<i>` (size >= 1) and pins the calling thread to
