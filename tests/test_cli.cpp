@@ -351,6 +351,87 @@ TEST_CASE("palrt-bench: bad arguments exit 2; barrier --quick --json parses with
   if (membarrier_available()) CHECK(variants.count("raw-membarrier") == 1);
 }
 
+TEST_CASE("palrt-bench: handles --quick --json parses with palrt beside mutex-freelist and new-delete at 1 and 2 threads") {
+  const char* bench = std::getenv("PALRT_TEST_BENCH");
+  if (!bench) return;  // built with -Dbench=false
+  auto bad = run_process({bench, "handles", "--bogus"});
+  CHECK(bad.exit_code == 2);
+  CHECK(line_count(bad.err) == 1);
+  auto r = run_process({bench, "handles", "--quick", "--json"}, {{}, {}, std::chrono::seconds(120)});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  json j = json::parse(r.out);
+  CHECK(j.at("component").get<std::string>() == "handles");
+  CHECK(j.at("machine").at("nproc").get<double>() >= 1);
+  CHECK(j.at("machine").at("kernel").is_string());
+  // Every (case, variant, threads) once: the issue's case and the larger working set, each
+  // variant measured in the same run, at the default thread counts.
+  std::set<std::string> rows;
+  for (const auto& row : j.at("results")) {
+    const std::string c = row.at("case").get<std::string>();
+    CHECK((c == "alloc-release" || c == "alloc-release/burst=256"));
+    CHECK(row.at("metric").get<std::string>() == "ns_per_op");
+    CHECK(row.at("value").get<double>() > 0);
+    rows.insert(c + " " + row.at("variant").get<std::string>() + " " +
+                std::to_string(row.at("threads").get<int>()));
+  }
+  for (const std::string c : {"alloc-release", "alloc-release/burst=256"}) {
+    for (const std::string v : {"palrt", "mutex-freelist", "new-delete"}) {
+      for (const std::string t : {"1", "2"}) {
+        CAPTURE(c + " " + v + " " + t);
+        CHECK(rows.count(c + " " + v + " " + t) == 1);
+      }
+    }
+  }
+  CHECK(rows.size() == 12);
+}
+
+TEST_CASE("palrt-bench: finalizer --quick --json parses with drain, wait-pending and sustained, palrt alone") {
+  const char* bench = std::getenv("PALRT_TEST_BENCH");
+  if (!bench) return;  // built with -Dbench=false
+  auto bad = run_process({bench, "finalizer", "--bogus"});
+  CHECK(bad.exit_code == 2);
+  CHECK(line_count(bad.err) == 1);
+  auto r = run_process({bench, "finalizer", "--quick", "--json"}, {{}, {}, std::chrono::seconds(120)});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  json j = json::parse(r.out);
+  CHECK(j.at("component").get<std::string>() == "finalizer");
+  CHECK(j.at("machine").at("nproc").get<double>() >= 1);
+  std::set<std::string> rows;
+  for (const auto& row : j.at("results")) {
+    CHECK(row.at("variant").get<std::string>() == "palrt");  // the issue names no baseline
+    const std::string metric = row.at("metric").get<std::string>();
+    // The queue may be empty whenever it is looked at, on a fast enough machine.
+    if (metric == "queue_high_water") {
+      CHECK(row.at("value").get<double>() >= 0);
+    } else {
+      CHECK(row.at("value").get<double>() > 0);
+    }
+    rows.insert(row.at("case").get<std::string>() + " " + metric + " " + std::to_string(row.at("threads").get<int>()));
+  }
+  for (const std::string expected :
+       {"drain ops_per_s 1", "wait-pending p50_ns 1", "wait-pending p99_ns 1", "sustained queue_wait_p50_ns 1",
+        "sustained queue_wait_p99_ns 1", "sustained queue_high_water 1", "sustained ops_per_s 1",
+        "sustained queue_wait_p50_ns 2", "sustained queue_wait_p99_ns 2", "sustained queue_high_water 2",
+        "sustained ops_per_s 2"}) {
+    CAPTURE(expected);
+    CHECK(rows.count(expected) == 1);
+  }
+  CHECK(rows.size() == 11);
+
+  // --threads 2 measures only sustained, at 2 mutator threads.
+  r = run_process({bench, "finalizer", "--quick", "--json", "--threads", "2"}, {{}, {}, std::chrono::seconds(120)});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  j = json::parse(r.out);
+  CHECK(j.at("results").size() == 4);
+  for (const auto& row : j.at("results")) {
+    CHECK(row.at("case").get<std::string>() == "sustained");
+    CHECK(row.at("threads").get<int>() == 2);
+  }
+}
+
 // --- A report that was not written is a failure ---------------------------------------------
 
 TEST_CASE("palrt-startup: output that cannot be written exits 1 with one line on stderr") {

@@ -17,12 +17,14 @@ std::vector<int> allowed_cpus() {
   return cpus;
 }
 
-bool pin_current_thread(int cpu) noexcept {
+bool pin_current_thread(int cpu) noexcept { return pin_thread(0, cpu); }
+
+bool pin_thread(pid_t tid, int cpu) noexcept {
   if (cpu < 0 || cpu >= CPU_SETSIZE) return false;
   cpu_set_t set;
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);
-  return sched_setaffinity(0, sizeof set, &set) == 0;
+  return sched_setaffinity(tid, sizeof set, &set) == 0;
 }
 
 cpu_plan plan_cpus() {

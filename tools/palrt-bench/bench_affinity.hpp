@@ -11,6 +11,7 @@
 #include <vector>
 
 #include <sched.h>
+#include <sys/types.h>
 
 namespace palrt::bench {
 
@@ -19,6 +20,9 @@ std::vector<int> allowed_cpus();
 
 // Restricts the calling thread to `cpu`. False if the kernel refused.
 bool pin_current_thread(int cpu) noexcept;
+// Restricts the thread `tid` of this process (a kernel thread id) to `cpu`: for threads the
+// library starts, which a benchmark cannot pin from inside. False if the kernel refused.
+bool pin_thread(pid_t tid, int cpu) noexcept;
 
 // Which CPU measures and which CPUs carry load.
 struct cpu_plan {

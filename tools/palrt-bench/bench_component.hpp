@@ -63,5 +63,7 @@ using bench_registrar = bench_subcommand (*)(CLI::App& tool);
 
 // One per component, in roadmap order.
 bench_subcommand register_barrier(CLI::App& tool);
+bench_subcommand register_handles(CLI::App& tool);
+bench_subcommand register_finalizer(CLI::App& tool);
 
 }  // namespace palrt::bench

@@ -1,0 +1,516 @@
+// palrt-bench finalizer: the finalizer thread, fed by the embedded collector.
+//
+// The issue names no baseline for these cases, so palrt's values are reported alone (one
+// column), in the same format as every component. One handle table, collector and finalizer
+// thread (started as bootstrap starts it, with default options: batches of 256) serve all
+// cases.
+//
+// Case `drain`, metric ops_per_s, threads 1 (the finalizer thread): objects finalized per
+// second while the finalizer drains a queue of N dead objects with a trivial finalize().
+// Only the drain is timed: a gate object, queued first, holds the finalizer thread inside its
+// own finalize() while the N objects are created, dropped and queued by collect(), and a
+// marker object is queued last. The clock starts when the gate opens and stops in the
+// marker's finalize(): N + 1 finalizers run in between, with the caller blocked in
+// wait_for_pending_finalizers() as a host would be. Creation, collect() and freeing are not
+// timed, nor the wake-ups (the finalizer is already running when the gate opens).
+//
+// Case `wait-pending`, metrics p50_ns and p99_ns, threads 1 (the caller): one object is
+// created, dropped and queued by collect() (which wakes the finalizer thread, asleep since
+// its last drain), then wait_for_pending_finalizers() is timed, from the call to its return:
+// what is left of the finalizer's wake-up, one finalize(), and the caller's wake-up. Where
+// the finalizer wakes within the microseconds collect() still takes after queuing, it is done
+// before the call begins and the call returns on its fast path; the progress line says how
+// often that happened, since it makes the distribution bimodal.
+//
+// Case `sustained` (the sustained-construction scenario of seed 000), threads = mutator
+// threads: each creates finalizable objects continuously, each with a weak-short handle to
+// itself (an identity-cache entry, released by its finalize(), as an RCW's is), drops each at
+// once, and calls collect() after every `collect_period` of its own objects. Metrics:
+// queue_wait_p50_ns / queue_wait_p99_ns: from an object's death (a time stamped in the object
+// just before its last reference is dropped) to the start of its finalize(), so the time it
+// waits for the next collection is included; queue_high_water: the largest
+// finalizer_counters().pending read right after any of those collect() calls returned (the
+// queue also shrinks while collect() finishes, so the true peak may be a little higher);
+// ops_per_s: objects created (and finalized) per second by all mutators together.
+
+#include <sched.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <bit>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include <palrt/sync/collector.hpp>
+#include <palrt/sync/finalizer_thread.hpp>
+#include <palrt/sync/handle_table.hpp>
+#include <palrt/sync/internal/finalizer_thread_access.hpp>
+#include <palrt/sync/object.hpp>
+#include <palrt/sync/typed_handles.hpp>
+
+#include "bench_affinity.hpp"
+#include "bench_component.hpp"
+#include "bench_report.hpp"
+#include "bench_thread_team.hpp"
+#include "bench_timing.hpp"
+
+namespace palrt::bench {
+
+namespace {
+
+using palrt::sync::collector;
+using palrt::sync::finalizable;
+using palrt::sync::finalizer_thread;
+using palrt::sync::make_object;
+using palrt::sync::pending_finalizers;
+using palrt::sync::ref;
+
+constexpr const char* drain_case = "drain";
+constexpr const char* wait_case = "wait-pending";
+constexpr const char* sustained_case = "sustained";
+constexpr std::uint64_t collect_period = 1024;  // objects per mutator between its collect() calls
+constexpr auto finalizer_timeout = std::chrono::seconds(10);
+
+std::int64_t now_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(bench_clock::now().time_since_epoch()).count();
+}
+
+// A thread's time on a CPU and time runnable but waiting for one (/proc/<pid>/task/<tid>/schedstat,
+// ns); zeros where the kernel does not have schedstats. For the progress lines: whether the
+// finalizer was slow or starved of CPU.
+struct sched_times {
+  double on_cpu_ns = 0;
+  double waiting_ns = 0;
+};
+sched_times read_sched_times(pid_t tid) {
+  sched_times t;
+  const std::string path = "/proc/self/task/" + std::to_string(tid) + "/schedstat";
+  if (std::FILE* f = std::fopen(path.c_str(), "r")) {
+    unsigned long long run = 0, wait = 0;
+    if (std::fscanf(f, "%llu %llu", &run, &wait) == 2) t = {static_cast<double>(run), static_cast<double>(wait)};
+    std::fclose(f);
+  }
+  return t;
+}
+
+std::size_t drain_objects(const bench_settings& settings) { return settings.quick ? 2000 : 10000; }
+
+// Latencies, one writer at a time: 16 buckets per power of two (a value is reported as its
+// bucket's middle, within 3%), exact below 16 ns.
+class latency_histogram {
+ public:
+  void record(std::int64_t ns) noexcept {
+    const std::uint64_t v = ns < 0 ? 0 : static_cast<std::uint64_t>(ns);
+    ++counts_[bucket_of(v)];
+    ++total_;
+  }
+  void reset() noexcept {
+    counts_.fill(0);
+    total_ = 0;
+  }
+  std::uint64_t total() const noexcept { return total_; }
+  // The value at quantile q (0..1]: NaN if nothing was recorded.
+  double quantile(double q) const noexcept {
+    if (total_ == 0) return NAN;
+    const auto rank = static_cast<std::uint64_t>(std::ceil(q * static_cast<double>(total_)));
+    std::uint64_t seen = 0;
+    for (std::size_t b = 0; b < counts_.size(); ++b) {
+      seen += counts_[b];
+      if (seen >= std::max<std::uint64_t>(rank, 1)) return middle_of(b);
+    }
+    return middle_of(counts_.size() - 1);
+  }
+
+ private:
+  static constexpr int sub_bits = 4;
+  static std::size_t bucket_of(std::uint64_t v) noexcept {
+    if (v < (1u << sub_bits)) return static_cast<std::size_t>(v);
+    const int msb = 63 - std::countl_zero(v);
+    const std::uint64_t sub = (v >> (msb - sub_bits)) & ((1u << sub_bits) - 1);
+    return (static_cast<std::size_t>(msb - sub_bits + 1) << sub_bits) + static_cast<std::size_t>(sub);
+  }
+  static double middle_of(std::size_t b) noexcept {
+    if (b < (1u << sub_bits)) return static_cast<double>(b);
+    const int msb = static_cast<int>(b >> sub_bits) + sub_bits - 1;
+    const double width = std::ldexp(1.0, msb - sub_bits);
+    const double lower = static_cast<double>((1u << sub_bits) + (b & ((1u << sub_bits) - 1))) * width;
+    return lower + width / 2;
+  }
+  std::array<std::uint64_t, 64 << sub_bits> counts_{};
+  std::uint64_t total_ = 0;
+};
+
+double quantile_of(std::vector<double> samples, double q) {
+  if (samples.empty()) return NAN;
+  std::sort(samples.begin(), samples.end());
+  const auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(samples.size())));
+  return samples[std::min(samples.size() - 1, rank == 0 ? 0 : rank - 1)];
+}
+
+// --- the objects ---
+
+// A trivial finalizer. The drain's marker (the last object queued) stamps the time instead.
+class trivial_object final : public finalizable {
+ public:
+  explicit trivial_object(std::atomic<std::int64_t>* stamp = nullptr) noexcept : stamp_(stamp) {}
+
+ protected:
+  void finalize() override {
+    // release: the caller reads it after wait_for_pending_finalizers() returned (which
+    // orders it anyway); the atomic keeps the hand-over explicit.
+    if (stamp_) stamp_->store(now_ns(), std::memory_order_release);
+  }
+
+ private:
+  std::atomic<std::int64_t>* stamp_;
+};
+
+// Holds the finalizer thread inside its finalize() until opened. Shared with the gate object,
+// so a drain that fails (a timeout, an allocation) never leaves the finalizer reading freed
+// memory; the failing drain opens it on its way out.
+struct gate {
+  std::atomic<bool> entered{false};
+  std::atomic<bool> open{false};
+};
+
+class gate_object final : public finalizable {
+ public:
+  explicit gate_object(std::shared_ptr<gate> g) noexcept : gate_(std::move(g)) {}
+
+ protected:
+  void finalize() override {
+    gate_->entered.store(true, std::memory_order_release);
+    // Spins: the drain's clock starts when the gate opens, and a finalizer asleep in the
+    // kernel would add its wake-up to the drain. It yields after a while, so a loaded
+    // machine gets the CPU back while objects are created.
+    const auto since = bench_clock::now();
+    for (unsigned n = 0; !gate_->open.load(std::memory_order_acquire); ++n) {
+      cpu_relax();
+      if (n % 64 == 0 && bench_clock::now() - since > std::chrono::microseconds(200)) sched_yield();
+    }
+  }
+
+ private:
+  std::shared_ptr<gate> gate_;
+};
+
+struct sustained_context {
+  latency_histogram waits;  // written by the finalizer thread only (objects' finalize())
+};
+
+class sustained_object final : public finalizable {
+ public:
+  explicit sustained_object(sustained_context& c) noexcept : context_(c) {}
+  std::int64_t died_ns = 0;  // written before the last reference is dropped
+  palrt::sync::weak_handle<sustained_object> entry;
+
+ protected:
+  void finalize() override {
+    // died_ns is visible here: the last drop (acq_rel), the collector's dead list (acquire)
+    // and the finalization queue's lock order it before this call.
+    context_.waits.record(now_ns() - died_ns);
+    entry.reset();
+  }
+
+ private:
+  sustained_context& context_;
+};
+
+// --- the runtime the cases share ---
+
+struct finalizer_rig {
+  palrt::sync::handle_table table;
+  collector gc{table};
+  finalizer_thread finalizer{gc};
+
+  finalizer_rig() { finalizer.start(); }
+
+  pid_t finalizer_tid() const noexcept {
+    return palrt::sync::internal::finalizer_thread_access::thread(finalizer).tid();
+  }
+
+  // Puts the finalizer thread on `cpu` (it runs where the scheduler puts it otherwise).
+  bool pin_finalizer(int cpu) const noexcept {
+    const pid_t tid = finalizer_tid();
+    return tid != 0 && pin_thread(tid, cpu);
+  }
+  ~finalizer_rig() {
+    finalizer.stop();
+    gc.collect();
+  }
+
+  void wait_for_finalizers(const char* what) {
+    const pending_finalizers r = finalizer.wait_for_pending_finalizers(finalizer_timeout);
+    if (r == pending_finalizers::finalized) return;
+    throw std::runtime_error(std::string(what) + ": wait_for_pending_finalizers() returned " +
+                             (r == pending_finalizers::timed_out ? "timed_out after 10 s" : "not_running"));
+  }
+};
+
+// --- drain ---
+
+// One drain of n objects: objects finalized per second.
+double drain_once(finalizer_rig& rig, std::size_t n, std::vector<ref<trivial_object>>& objects) {
+  const auto g = std::make_shared<gate>();
+  struct open_on_exit {
+    gate& g;
+    ~open_on_exit() { g.open.store(true, std::memory_order_release); }
+  } opener{*g};
+  make_object<gate_object>(rig.gc, g).reset();
+  rig.gc.collect();  // queues the gate and wakes the finalizer
+  const auto deadline = bench_clock::now() + finalizer_timeout;
+  while (!g->entered.load(std::memory_order_acquire)) {
+    if (bench_clock::now() > deadline) throw std::runtime_error("drain: the finalizer thread did not start within 10 s");
+    sched_yield();
+  }
+  objects.clear();
+  for (std::size_t i = 0; i < n; ++i) objects.push_back(make_object<trivial_object>(rig.gc));
+  objects.clear();   // all dead
+  rig.gc.collect();  // queued behind the gate
+  std::atomic<std::int64_t> end{0};
+  make_object<trivial_object>(rig.gc, &end).reset();
+  rig.gc.collect();  // the marker, last in the queue
+
+  const std::int64_t start = now_ns();
+  g->open.store(true, std::memory_order_release);
+  rig.wait_for_finalizers("drain");
+  const std::int64_t stop = end.load(std::memory_order_acquire);
+  rig.gc.collect();  // frees them (not timed)
+  if (stop <= start) throw std::runtime_error("drain: the marker object was finalized before the gate opened");
+  return static_cast<double>(n + 1) * 1e9 / static_cast<double>(stop - start);
+}
+
+void run_drain(finalizer_rig& rig, const bench_settings& settings, bench_report& report) {
+  const std::size_t n = drain_objects(settings);
+  std::vector<ref<trivial_object>> objects;
+  objects.reserve(n);
+  report.progress(std::string(drain_case) + ": " + std::to_string(settings.repetitions()) + " repetitions of drains of " +
+                  std::to_string(n) + " objects");
+  (void)drain_once(rig, n, objects);  // warm-up: first touches, the finalizer's first batch
+  std::vector<double> repetitions;
+  for (int rep = 0; rep < settings.repetitions(); ++rep) {
+    std::vector<double> drains;
+    const auto until = bench_clock::now() + settings.run_budget();
+    do {
+      drains.push_back(drain_once(rig, n, objects));
+    } while (bench_clock::now() < until);
+    repetitions.push_back(median(std::move(drains)));
+  }
+  const sample_spread s = spread_of(repetitions);
+  report.add({drain_case, std::string(palrt_variant), 1, "ops_per_s", s.median});
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "  palrt: %.2f M finalized/s (repetitions %.2f .. %.2f); target >= 5 M/s: %s",
+                s.median / 1e6, s.min / 1e6, s.max / 1e6, s.median >= 5e6 ? "met" : "MISSED");
+  report.progress(buf);
+}
+
+// --- wait-pending ---
+
+void run_wait_pending(finalizer_rig& rig, const bench_settings& settings, bench_report& report) {
+  report.progress(std::string(wait_case) + ": " + std::to_string(settings.repetitions()) + " repetitions");
+  std::vector<double> p50s, p99s;
+  std::uint64_t calls = 0, already_finalized = 0;
+  for (int rep = -1; rep < settings.repetitions(); ++rep) {  // -1: warm-up, discarded
+    std::vector<double> samples;
+    const auto until = bench_clock::now() + (rep < 0 ? settings.run_budget() / 10 : settings.run_budget());
+    do {
+      std::atomic<std::int64_t> finalized_at{0};
+      make_object<trivial_object>(rig.gc, &finalized_at).reset();
+      rig.gc.collect();  // queues it and wakes the finalizer
+      const std::int64_t start = now_ns();
+      rig.wait_for_finalizers("wait-pending");
+      samples.push_back(static_cast<double>(now_ns() - start));
+      if (rep >= 0) {
+        ++calls;
+        // The finalizer may be done before the call begins (it was woken quickly and ran
+        // while collect() finished): the call then returns on its fast path.
+        if (finalized_at.load(std::memory_order_acquire) <= start) ++already_finalized;
+      }
+      rig.gc.collect();  // frees it (its grace period is not timed)
+    } while (bench_clock::now() < until);
+    if (rep < 0) continue;
+    p50s.push_back(quantile_of(samples, 0.50));
+    p99s.push_back(quantile_of(samples, 0.99));
+  }
+  const sample_spread p50 = spread_of(p50s), p99 = spread_of(p99s);
+  report.add({wait_case, std::string(palrt_variant), 1, "p50_ns", p50.median});
+  report.add({wait_case, std::string(palrt_variant), 1, "p99_ns", p99.median});
+  char buf[160];
+  std::snprintf(buf, sizeof buf,
+                "  palrt: p50 %.0f ns (repetitions %.0f .. %.0f), p99 %.0f ns; %.0f%% of %llu calls found the object "
+                "finalized already",
+                p50.median, p50.min, p50.max, p99.median,
+                calls ? 100.0 * static_cast<double>(already_finalized) / static_cast<double>(calls) : 0.0,
+                static_cast<unsigned long long>(calls));
+  report.progress(buf);
+}
+
+// --- sustained ---
+
+struct mutator_result {
+  std::uint64_t objects = 0;
+  std::uint64_t high_water = 0;
+  bench_clock::time_point start{}, end{};
+};
+
+void run_sustained(finalizer_rig& rig, const bench_settings& settings, bench_report& report, int threads,
+                   const std::vector<int>& cpus) {
+  sustained_context context;
+  thread_team team(threads, cpus, "bench-mutator");
+  std::vector<mutator_result> results(static_cast<std::size_t>(threads));
+  report.progress(std::string(sustained_case) + " with " + std::to_string(threads) + " mutator thread" +
+                  (threads == 1 ? "" : "s") + " (" + std::to_string(team.pinned()) + " of " +
+                  std::to_string(threads) + " pinned): " + std::to_string(settings.repetitions()) + " repetitions");
+
+  std::vector<double> p50s, p99s, high_waters, rates;
+  sched_times finalizer_before{};
+  std::uint64_t finalized_before = 0;
+  const auto start_counting = [&] {
+    finalizer_before = read_sched_times(rig.finalizer_tid());
+    finalized_before = rig.finalizer.counters().finalized;
+  };
+  for (int rep = -1; rep < settings.repetitions(); ++rep) {  // -1: warm-up, discarded
+    if (rep == 0) start_counting();
+    const auto budget = rep < 0 ? settings.run_budget() / 10 : settings.run_budget();
+    team.run([&](int member) {
+      mutator_result& r = results[static_cast<std::size_t>(member)];
+      r = {};
+      r.start = bench_clock::now();
+      const auto until = r.start + budget;
+      for (;;) {
+        if (r.objects % 64 == 0 && bench_clock::now() >= until) break;
+        ref<sustained_object> o = make_object<sustained_object>(rig.gc, context);
+        o->entry = palrt::sync::weak_handle<sustained_object>(o);
+        o->died_ns = now_ns();
+        o.reset();
+        if (++r.objects % collect_period == 0) {
+          rig.gc.collect();
+          r.high_water = std::max(r.high_water, rig.finalizer.counters().pending);
+        }
+      }
+      r.end = bench_clock::now();
+    });
+    rig.gc.collect();  // the objects that died since each mutator's last collect()
+    rig.wait_for_finalizers("sustained");
+    rig.gc.collect();  // frees the finalized ones
+    if (rep >= 0) {
+      std::vector<member_run> runs;
+      std::uint64_t high_water = 0;
+      for (const auto& r : results) {
+        runs.push_back({r.start, r.end, r.objects});
+        high_water = std::max(high_water, r.high_water);
+      }
+      const timed_run all = team_result(runs);
+      p50s.push_back(context.waits.quantile(0.50));
+      p99s.push_back(context.waits.quantile(0.99));
+      high_waters.push_back(static_cast<double>(high_water));
+      rates.push_back(all.elapsed.count() > 0 ? 1e9 / all.ns_per_op() : 0.0);
+    }
+    context.waits.reset();  // the finalizer is idle: everything queued has been finalized
+  }
+  const sched_times finalizer_after = read_sched_times(rig.finalizer_tid());
+  const double finalized = static_cast<double>(rig.finalizer.counters().finalized - finalized_before);
+  const sample_spread p50 = spread_of(p50s), p99 = spread_of(p99s), hw = spread_of(high_waters),
+                      rate = spread_of(rates);
+  report.add({sustained_case, std::string(palrt_variant), threads, "queue_wait_p50_ns", p50.median});
+  report.add({sustained_case, std::string(palrt_variant), threads, "queue_wait_p99_ns", p99.median});
+  report.add({sustained_case, std::string(palrt_variant), threads, "queue_high_water", hw.median});
+  report.add({sustained_case, std::string(palrt_variant), threads, "ops_per_s", rate.median});
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "  palrt: queue wait p50 %.0f ns (repetitions %.0f .. %.0f), p99 %.0f ns (%.0f .. %.0f), "
+                "high water %.0f, %.2f M objects/s",
+                p50.median, p50.min, p50.max, p99.median, p99.min, p99.max, hw.median, rate.median / 1e6);
+  report.progress(buf);
+  std::snprintf(buf, sizeof buf,
+                "  finalizer thread: %.0f ns on a CPU per object finalized; %.1f ms on a CPU and %.1f ms runnable "
+                "but waiting for one (schedstat)",
+                finalized > 0 ? (finalizer_after.on_cpu_ns - finalizer_before.on_cpu_ns) / finalized : 0.0,
+                (finalizer_after.on_cpu_ns - finalizer_before.on_cpu_ns) / 1e6,
+                (finalizer_after.waiting_ns - finalizer_before.waiting_ns) / 1e6);
+  report.progress(buf);
+}
+
+std::string budget_text(const bench_settings& settings) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(settings.run_budget()).count();
+  return std::to_string(settings.repetitions()) + " repetitions of " + std::to_string(ms) + " ms";
+}
+
+void run_finalizer(const bench_settings& settings, bench_report& report) {
+  // drain and wait-pending have one thread by nature (the finalizer; the waiting caller):
+  // they run by default and with --threads 1; --threads N > 1 measures sustained alone.
+  const bool single_thread_cases = !settings.threads || *settings.threads == 1;
+  const std::vector<int> sustained_threads = settings.thread_counts({1, 2});
+  if (!single_thread_cases) report.progress("drain and wait-pending measure one thread; skipped with --threads > 1");
+
+  // Where the threads run decides what wait-pending measures: a finalizer woken on the
+  // caller's own CPU preempts the caller inside collect() and is done before the wait begins
+  // (~0.1 us, the fast path), one on another CPU has to be woken there (tens of us on a VM).
+  // The caller stays on its CPU and the finalizer goes on another, as on a host with a core to
+  // spare; sustained's mutators then go on every CPU, the finalizer's included.
+  affinity_guard restore_affinity;
+  const cpu_plan plan = plan_cpus();
+  const bool caller_pinned = plan.measuring_cpu && pin_current_thread(*plan.measuring_cpu);
+  finalizer_rig rig;
+  const bool finalizer_pinned = !plan.load_cpus.empty() && rig.pin_finalizer(plan.load_cpus.front());
+  report.progress(std::string("caller ") +
+                  (caller_pinned ? "on CPU " + std::to_string(*plan.measuring_cpu) : std::string("not pinned")) +
+                  ", finalizer thread " +
+                  (finalizer_pinned ? "on CPU " + std::to_string(plan.load_cpus.front()) : std::string("not pinned")));
+  const std::string no_baseline = " No baseline: the issue names none, so palrt's value stands alone.";
+  if (single_thread_cases) {
+    report.describe_case(
+        drain_case, "objects finalized per second while the finalizer thread drains " +
+                        std::to_string(drain_objects(settings)) +
+                        " queued dead objects with a trivial finalize() (threads = 1, the finalizer). Timed: from "
+                        "opening a gate object that held the finalizer thread to the finalize() of a marker object "
+                        "queued last, with the caller in wait_for_pending_finalizers(); not timed: creating, "
+                        "dropping, collect(), freeing, wake-ups. Median of the drains of each of " +
+                        budget_text(settings) + ", then median of the repetitions." + no_baseline);
+    report.describe_case(
+        wait_case, "latency of wait_for_pending_finalizers() with one object queued: create and drop it, collect() "
+                   "(queues it and wakes the idle finalizer thread), then time the call to its return (threads = 1, "
+                   "the caller); a finalizer woken fast enough is done before the call begins, which then returns "
+                   "at once (stderr says how often). p50/p99 of the calls of each of " +
+                       budget_text(settings) + ", then median of the repetitions." + no_baseline);
+    run_drain(rig, settings, report);
+    run_wait_pending(rig, settings, report);
+  }
+  report.describe_case(
+      sustained_case,
+      "threads = mutator threads, each creating finalizable objects continuously (each with a weak-short handle to "
+      "itself, released by its finalize()), dropping each at once, and calling collect() after every " +
+          std::to_string(collect_period) +
+          " of its objects. queue_wait = object death (stamped in the object before its last reference is dropped) "
+          "to its finalize(); queue_high_water = largest finalizer_counters().pending read right after a collect() "
+          "returned; ops_per_s = objects created per second by all mutators. Each of " +
+          budget_text(settings) + " gives one value per metric; median of the repetitions." + no_baseline);
+  // Mutator i on [i % size]: the caller's CPU first, then the others (the finalizer's).
+  std::vector<int> mutator_cpus;
+  if (plan.measuring_cpu) {
+    mutator_cpus.push_back(*plan.measuring_cpu);
+    mutator_cpus.insert(mutator_cpus.end(), plan.load_cpus.begin(), plan.load_cpus.end());
+  }
+  for (const int threads : sustained_threads) run_sustained(rig, settings, report, threads, mutator_cpus);
+}
+
+}  // namespace
+
+bench_subcommand register_finalizer(CLI::App& tool) {
+  CLI::App* command = tool.add_subcommand(
+      "finalizer",
+      "Finalizer thread: drain throughput, wait_for_pending_finalizers() latency, and queue wait under "
+      "sustained construction with 1 and 2 mutator threads (palrt alone: no baseline)");
+  return {command, run_finalizer};
+}
+
+}  // namespace palrt::bench
