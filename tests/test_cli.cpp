@@ -369,13 +369,13 @@ TEST_CASE("palrt-bench: handles --quick --json parses with palrt beside mutex-fr
   std::set<std::string> rows;
   for (const auto& row : j.at("results")) {
     const std::string c = row.at("case").get<std::string>();
-    CHECK((c == "alloc-release" || c == "alloc-release/burst=256"));
+    CHECK((c == "alloc-release" || c == "alloc-release/burst=1024"));
     CHECK(row.at("metric").get<std::string>() == "ns_per_op");
     CHECK(row.at("value").get<double>() > 0);
     rows.insert(c + " " + row.at("variant").get<std::string>() + " " +
                 std::to_string(row.at("threads").get<int>()));
   }
-  for (const std::string c : {"alloc-release", "alloc-release/burst=256"}) {
+  for (const std::string c : {"alloc-release", "alloc-release/burst=1024"}) {
     for (const std::string v : {"palrt", "mutex-freelist", "new-delete"}) {
       for (const std::string t : {"1", "2"}) {
         CAPTURE(c + " " + v + " " + t);

@@ -58,14 +58,26 @@ constexpr std::uint64_t word_mask(std::size_t word) noexcept { return word == 0 
 
 void return_to_blocks(handle_kind_state& kind, handle_cache& cache, std::uint32_t n) noexcept {
   n = std::min(n, cache.count);
+  // Slots of one block word are cleared together (a cache's slots came mostly in runs from
+  // the same block): one atomic operation per run, not per slot.
+  std::atomic<std::uint64_t>* word = nullptr;
+  std::uint64_t bits = 0;
   for (std::uint32_t i = 0; i < n; ++i) {
     std::atomic<void*>* slot = cache.slots[i];
     handle_block* block = handle_block::of(slot);
     const std::size_t index = block->index_of(slot);
-    // A: release, so the refill that claims this bit (A') sees the free marker stored by
-    // release(), and nothing this thread wrote to the slot can land after its next owner's.
-    block->taken[index / 64].fetch_and(~(std::uint64_t{1} << (index % 64)), std::memory_order_release);
+    std::atomic<std::uint64_t>* w = &block->taken[index / 64];
+    if (w != word) {
+      // A: release, so the refill that claims these bits (A') sees the free markers stored
+      // by release(), and nothing this thread wrote to the slots lands after their next
+      // owner's writes.
+      if (word) word->fetch_and(~bits, std::memory_order_release);
+      word = w;
+      bits = 0;
+    }
+    bits |= std::uint64_t{1} << (index % 64);
   }
+  if (word) word->fetch_and(~bits, std::memory_order_release);
   std::memmove(cache.slots, cache.slots + n, (cache.count - n) * sizeof(cache.slots[0]));
   cache.count -= n;
   kind.free_in_blocks.fetch_add(n, std::memory_order_relaxed);
@@ -261,47 +273,64 @@ handle_table::~handle_table() {
 
 namespace {
 
-// The slow paths of allocate() and release() for a thread without caches (exiting, or out of
-// memory for its first cache): straight from and to the blocks. Out of line, so the fast
-// paths carry no cache-sized stack frame.
-[[gnu::noinline]] std::atomic<void*>* allocate_uncached(internal::handle_table_state& state, const handle_table* owner,
-                                                        handle_kind kind) {
+// The slow paths of allocate() and release(), out of line so that the fast paths (a slot
+// from or to this thread's cache of the table it used last) stay a few instructions with no
+// stack frame to speak of.
+
+// A free slot for a thread whose cache of `kind` is empty, or that uses another table than
+// last time, or has no cache (exiting: straight from the blocks).
+[[gnu::noinline]] std::atomic<void*>* allocate_slow(std::uint64_t serial, internal::handle_table_state& state,
+                                                    const handle_table* owner, handle_kind kind) {
+  const auto k = static_cast<std::size_t>(kind);
+  if (internal::handle_table_caches* caches = internal::thread_caches_slow(serial)) {
+    handle_cache& cache = caches->kinds[k];
+    if (cache.count == 0) refill(state, owner, kind, cache);
+    return cache.slots[--cache.count];
+  }
   handle_cache cache;
   refill(state, owner, kind, cache);
   std::atomic<void*>* slot = cache.slots[--cache.count];
-  internal::return_to_blocks(state.kinds[static_cast<std::size_t>(kind)], cache, cache.count);
+  internal::return_to_blocks(state.kinds[k], cache, cache.count);
   return slot;
 }
 
-[[gnu::noinline]] void release_uncached(handle_kind_state& kind, std::atomic<void*>* slot) noexcept {
+// Takes a released slot when the thread's cache of its kind is full (half of it goes back to
+// the blocks), when the thread used another table last, or has no cache (exiting, or out of
+// memory for its first one: straight to the block).
+[[gnu::noinline]] void release_slow(std::uint64_t serial, internal::handle_table_state& state, handle_kind kind,
+                                    std::atomic<void*>* slot) noexcept {
+  handle_kind_state& k = state.kinds[static_cast<std::size_t>(kind)];
+  internal::handle_table_caches* caches = nullptr;
+  try {
+    caches = internal::thread_caches_slow(serial);
+  } catch (...) {
+    // No memory for this thread's first cache: the slot goes straight back to its block.
+  }
+  if (caches) {
+    handle_cache& cache = caches->kinds[static_cast<std::size_t>(kind)];
+    if (cache.count == handle_cache::capacity) internal::return_to_blocks(k, cache, handle_cache::batch);
+    cache.slots[cache.count++] = slot;
+    return;
+  }
   handle_cache single;
   single.slots[single.count++] = slot;
-  internal::return_to_blocks(kind, single, 1);
-}
-
-internal::handle_table_caches* caches_or_null(std::uint64_t serial) noexcept {
-  try {
-    return internal::thread_caches(serial);
-  } catch (...) {
-    return nullptr;  // no memory for this thread's first cache: the caller goes uncached
-  }
+  internal::return_to_blocks(k, single, 1);
 }
 
 }  // namespace
 
 gc_handle handle_table::allocate(handle_kind kind, void* target, void* secondary) {
   const auto k = static_cast<std::size_t>(kind);
-  if (k >= handle_kind_count) throw std::invalid_argument("palrt: handle_table::allocate: unknown handle kind");
-  if (secondary && kind != handle_kind::dependent)
+  if (k >= handle_kind_count) [[unlikely]]
+    throw std::invalid_argument("palrt: handle_table::allocate: unknown handle kind");
+  if (secondary && kind != handle_kind::dependent) [[unlikely]]
     throw std::invalid_argument("palrt: handle_table::allocate: only a dependent handle has a secondary");
   std::atomic<void*>* slot;
-  if (internal::handle_table_caches* caches = internal::thread_caches(serial_)) [[likely]] {
-    handle_cache& cache = caches->kinds[k];
-    if (cache.count == 0) [[unlikely]] refill(*state_, this, kind, cache);
-    slot = cache.slots[--cache.count];
-  } else {
-    slot = allocate_uncached(*state_, this, kind);
-  }
+  const internal::thread_cache_hint hint = internal::current_thread_cache;
+  if (hint.serial == serial_ && hint.caches->kinds[k].count > 0) [[likely]]
+    slot = hint.caches->kinds[k].slots[--hint.caches->kinds[k].count];
+  else
+    slot = allocate_slow(serial_, *state_, this, kind);
   if (kind == handle_kind::dependent) {
     handle_block* block = handle_block::of(slot);
     // relaxed: published by the release store of the target below.
@@ -323,6 +352,7 @@ void* handle_table::release(gc_handle h) noexcept {
     // act on the returned target); release orders the caller's last uses of the slot before
     // the slot's next owner.
     old = h.slot_->exchange(marker, std::memory_order_acq_rel);
+    if (block->secondaries) block->secondaries[block->index_of(h.slot_)].store(nullptr, std::memory_order_relaxed);
   } else {
     // The other kinds: a load and a store, no atomic read-modify-write (half the cost of a
     // pair). A sweep racing this release either clears the slot first (we overwrite its
@@ -331,17 +361,15 @@ void* handle_table::release(gc_handle h) noexcept {
     if (old != marker) h.slot_->store(marker, std::memory_order_release);
   }
   if (old == marker) misuse("release", h.slot_, "the handle was already released");
-  if (block->secondaries)
-    block->secondaries[block->index_of(h.slot_)].store(nullptr, std::memory_order_relaxed);
-  handle_kind_state& k = state_->kinds[static_cast<std::size_t>(block->kind)];
-  if (internal::handle_table_caches* caches = caches_or_null(serial_)) [[likely]] {
-    handle_cache& cache = caches->kinds[static_cast<std::size_t>(block->kind)];
-    if (cache.count == handle_cache::capacity) [[unlikely]]
-      internal::return_to_blocks(k, cache, handle_cache::batch);
-    cache.slots[cache.count++] = h.slot_;
-  } else {
-    release_uncached(k, h.slot_);
+  const internal::thread_cache_hint hint = internal::current_thread_cache;
+  if (hint.serial == serial_) [[likely]] {
+    handle_cache& cache = hint.caches->kinds[static_cast<std::size_t>(block->kind)];
+    if (cache.count < handle_cache::capacity) [[likely]] {
+      cache.slots[cache.count++] = h.slot_;
+      return old;
+    }
   }
+  release_slow(serial_, *state_, block->kind, h.slot_);
   return old;
 }
 

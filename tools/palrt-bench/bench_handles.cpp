@@ -14,9 +14,10 @@
 // halves it).
 //
 // The issue's case uses a small working set (burst 16: the steady state of a thread's handle
-// cache, no lock taken). `alloc-release/burst=256` is a second, larger working set that goes
-// through the table's slow paths (a refill or a return of 32 slots under the kind's lock every
-// 32 pairs) and past glibc's per-thread malloc cache; it has no target of its own.
+// cache, no lock taken). `alloc-release/burst=1024` is a second working set, larger than a
+// thread's cache of 256 slots, that goes through the table's slow paths (a refill of 128 slots
+// under the kind's lock, or a return of 128, every 128 pairs) and past glibc's per-thread
+// malloc cache; it has no target of its own.
 //
 // Targets (issue 6): palrt <= 10 ns per pair on one thread; 2-thread aggregate >= 1.8x one
 // thread (ns_per_op at 2 threads <= 1/1.8 of 1 thread); >= 3x the mutex free list at 2 threads
@@ -47,7 +48,7 @@ namespace {
 
 constexpr const char* ns_per_op = "ns_per_op";
 constexpr int issue_burst = 16;
-constexpr int large_burst = 256;
+constexpr int large_burst = 1024;
 
 // The object every handle refers to; the table never dereferences a target.
 alignas(64) char some_object[64];
@@ -188,8 +189,8 @@ std::string describe(const bench_settings& settings, int burst) {
                   std::to_string(settings.repetitions()) + " repetitions of " + std::to_string(budget_ms) +
                   " ms per variant, then median of the repetitions.";
   if (burst != issue_burst)
-    d += " A working set larger than a thread's handle cache (64): every 32 pairs refill or return "
-         "32 slots under the kind's lock. No target.";
+    d += " A working set larger than a thread's handle cache (256): every 128 pairs a refill of 128 slots "
+         "under the kind's lock, or a return of 128. No target.";
   return d;
 }
 

@@ -28,8 +28,9 @@
 // Memory: slots live in 1 KiB blocks aligned to their size, 120 slots each, one kind per
 // block, so a handle finds its block (kind, owner, bitmask) by masking its address. A block's
 // bitmask has a bit set for each slot handed out of the block; a sweep walks set bits. A
-// thread allocates from a cache of free slots of its own (one per table and kind), refilled
-// 32 slots at a time from the blocks under the kind's lock, and releases into it, so the
+// thread allocates from a cache of free slots of its own (one per table and kind, up to
+// 256), refilled 128 slots at a time from the blocks under the kind's lock, and releases into
+// it, so the
 // steady state takes no lock and writes no shared cache line: an allocate/release pair is
 // one atomic exchange and a few plain stores (docs/BENCHMARKS.md, `palrt-bench handles`).
 // A slot in a thread's cache still has its bit set and holds a reserved "free" marker, which

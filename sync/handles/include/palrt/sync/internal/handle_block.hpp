@@ -56,8 +56,11 @@ inline void* free_slot_marker() noexcept { return const_cast<char*>(&free_slot_m
 
 // One thread's free slots of one table and kind. Only its thread touches it.
 struct handle_cache {
-  static constexpr std::uint32_t capacity = 64;
-  static constexpr std::uint32_t batch = 32;  // slots moved per refill or flush
+  // A thread holding up to ~capacity/2 handles at a time never touches the blocks; beyond
+  // that, one refill or return per `batch` pairs (under the kind's lock, or one atomic per
+  // block word). 2 KiB per table and kind for each thread that uses it.
+  static constexpr std::uint32_t capacity = 256;
+  static constexpr std::uint32_t batch = 128;  // slots moved per refill or return
   std::uint32_t count = 0;
   std::atomic<void*>* slots[capacity];
 };
