@@ -226,33 +226,25 @@ bool finalization_queue::has_consumer() const {
 }
 
 void finalization_queue::push(object* first, object* last, std::size_t n) {
-  {
-    std::lock_guard lock(lock_);
-    collector_state::link(last, nullptr);
-    if (tail_)
-      collector_state::link(tail_, first);
-    else
-      head_ = first;
-    tail_ = last;
-    enqueued_.fetch_add(n, std::memory_order_release);
-    // Under the lock: once clear_consumer() returned, no wake-up of the old consumer runs.
-    if (consumer_) wake_(wake_context_);
-  }
+  std::lock_guard lock(lock_);
+  collector_state::link(last, nullptr);
+  if (tail_)
+    collector_state::link(tail_, first);
+  else
+    head_ = first;
+  tail_ = last;
+  queued_ += n;
+  enqueued_.fetch_add(n, std::memory_order_release);
+  // Under the lock: once clear_consumer() returned, no wake-up of the old consumer runs.
+  if (consumer_) wake_(wake_context_);
 }
 
-object* finalization_queue::take(std::size_t max, std::size_t& n) {
+object* finalization_queue::take_all(std::size_t& n) {
   std::lock_guard lock(lock_);
-  n = 0;
   object* first = head_;
-  object* last = nullptr;
-  for (object* o = head_; o && n < max; o = object_access::next(*o)) {
-    last = o;
-    ++n;
-  }
-  if (!last) return nullptr;
-  head_ = object_access::next(*last);
-  if (!head_) tail_ = nullptr;
-  collector_state::link(last, nullptr);
+  n = queued_;
+  head_ = tail_ = nullptr;
+  queued_ = 0;
   return first;
 }
 
@@ -262,26 +254,27 @@ void finalization_queue::requeue_front(object* first, object* last, std::size_t 
   collector_state::link(last, head_);
   head_ = first;
   if (!tail_) tail_ = last;
+  queued_ += n;
 }
 
 void finalization_queue::complete(std::size_t n) {
+  bool wake;
   {
     std::lock_guard lock(lock_);
     completed_.fetch_add(n, std::memory_order_release);
+    wake = waiters_ > 0;
   }
-  completed_changed_.notify_all();
+  if (wake) completed_changed_.notify_all();
 }
 
 bool finalization_queue::wait_until_completed(std::uint64_t target, std::chrono::steady_clock::time_point deadline) {
   std::unique_lock lock(lock_);
+  ++waiters_;
   completed_changed_.wait_until(lock, deadline, [&] {
     return completed_.load(std::memory_order_relaxed) >= target || !consumer_;
   });
+  --waiters_;
   return completed_.load(std::memory_order_relaxed) >= target;
-}
-
-object* finalization_queue::take_all(std::size_t& n) {
-  return take(SIZE_MAX, n);
 }
 
 // --- finalization_access ---
@@ -301,7 +294,7 @@ finalization_access::outcome finalization_access::run(object& o, std::exception_
   return result;
 }
 
-void finalization_access::finished(object& o, outcome result) noexcept {
+void finalization_access::finished(object& o, outcome result, collector_state::chain_ref& done) noexcept {
   if (result == outcome::resurrected) {
     o.flags_.fetch_and(static_cast<std::uint8_t>(~resurrected), std::memory_order_relaxed);
     // release: pairs with collect()'s acquire of the state; after this store the object is
@@ -310,7 +303,12 @@ void finalization_access::finished(object& o, outcome result) noexcept {
     return;
   }
   o.state_.store(finalized, std::memory_order_relaxed);
-  collector_state::push(o.collector_->finalized_list, &o, &o);
+  collector_state::append(done, &o);
+}
+
+void finalization_access::hand_back(collector_state& c, collector_state::chain_ref& done) noexcept {
+  if (done.n > 0) collector_state::push(c.finalized_list, done.first, done.last);
+  done = {};
 }
 
 }  // namespace internal

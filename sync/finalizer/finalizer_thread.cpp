@@ -1,5 +1,7 @@
 #include "palrt/sync/finalizer_thread.hpp"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -32,7 +34,7 @@ struct finalizer_shared {
   bool reported_one = false;
 
   void drain(const std::atomic<bool>& stop);
-  void run_one(object& o);
+  void report_progress(collector_state::chain_ref& finished, std::size_t n);
   void record(std::exception_ptr error);
 };
 
@@ -57,38 +59,48 @@ void finalizer_shared::drain(const std::atomic<bool>& stop) {
   // acquire, each: pairs with request_stop()'s release (service_thread).
   while (!stop.load(std::memory_order_acquire)) {
     std::size_t n = 0;
-    object* o = queue.take(options.batch, n);
+    object* o = queue.take_all(n);  // O(1) under the queue's lock: collect() never waits long
     if (!o) break;
-    std::size_t done = 0;
+    std::size_t done = 0, since_report = 0;
+    collector_state::chain_ref finished;
+    // One clock read per object: each finalizer's time runs from the previous one's end.
+    std::int64_t mark = palrt_monotonic_ns();
     while (o) {
       if (stop.load(std::memory_order_acquire)) {
-        // Bounded shutdown: the rest of the batch goes back, in order, for whoever comes next.
+        // Bounded shutdown: the rest goes back, in order, for whoever drains next.
         object* last = o;
         while (object* next = finalization_access::next(*last)) last = next;
         queue.requeue_front(o, last, n - done);
         break;
       }
       object* next = finalization_access::next(*o);  // before finished() relinks o
-      run_one(*o);
+      running_since_ns.store(mark, std::memory_order_relaxed);
+      std::exception_ptr error;
+      const auto result = finalization_access::run(*o, error);
+      const std::int64_t now = palrt_monotonic_ns();
+      running_since_ns.store(0, std::memory_order_relaxed);
+      if (now - mark > longest_ns.load(std::memory_order_relaxed)) longest_ns.store(now - mark, std::memory_order_relaxed);
+      mark = now;
+      if (result == finalization_access::outcome::resurrected) resurrected.fetch_add(1, std::memory_order_relaxed);
+      if (error) record(error);
+      finalization_access::finished(*o, result, finished);  // o may be freed once handed back
       ++done;
       o = next;
+      // Progress in batches: one hand-back to the collector and one completion (which wakes
+      // wait_for_pending_finalizers() callers) per `batch` objects, and at the end.
+      if (++since_report == options.batch || !o) {
+        report_progress(finished, since_report);
+        since_report = 0;
+      }
     }
-    queue.complete(done);
+    if (since_report > 0) report_progress(finished, since_report);  // stopped mid-batch
   }
 }
 
-void finalizer_shared::run_one(object& o) {
-  const std::int64_t start = palrt_monotonic_ns();
-  running_since_ns.store(start, std::memory_order_relaxed);
-  std::exception_ptr error;
-  const auto result = finalization_access::run(o, error);
-  const std::int64_t took = palrt_monotonic_ns() - start;
-  running_since_ns.store(0, std::memory_order_relaxed);
-  if (took > longest_ns.load(std::memory_order_relaxed)) longest_ns.store(took, std::memory_order_relaxed);
-  finalized.fetch_add(1, std::memory_order_relaxed);
-  if (result == finalization_access::outcome::resurrected) resurrected.fetch_add(1, std::memory_order_relaxed);
-  if (error) record(error);
-  finalization_access::finished(o, result);  // o may be freed or reused from here on
+void finalizer_shared::report_progress(collector_state::chain_ref& finished, std::size_t n) {
+  finalization_access::hand_back(*collector, finished);
+  finalized.fetch_add(n, std::memory_order_relaxed);
+  collector->finalization.complete(n);
 }
 
 void finalizer_shared::record(std::exception_ptr error) {
@@ -162,6 +174,13 @@ pending_finalizers finalizer_thread::wait_for_pending_finalizers(std::chrono::na
   // Every object queued before this call has a sequence number <= target.
   const std::uint64_t target = queue.enqueued();
   if (queue.completed() >= target) return pending_finalizers::finalized;
+  // Stay awake briefly first (yielding, so a finalizer queued on this CPU still runs): a
+  // short drain then ends without this CPU going idle, whose wake-up costs tens of
+  // microseconds on a virtual machine (see pal::wake_event::wait_for).
+  for (const std::int64_t until = palrt_monotonic_ns() + 50'000; palrt_monotonic_ns() < until;) {
+    if (queue.completed() >= target) return pending_finalizers::finalized;
+    sched_yield();
+  }
   const auto now = std::chrono::steady_clock::now();
   const auto deadline = timeout >= std::chrono::steady_clock::time_point::max() - now
                             ? std::chrono::steady_clock::time_point::max()

@@ -2,8 +2,8 @@
 // dead, so that a collection never waits for host cleanup code.
 //
 // collect() (collector.hpp) queues dead finalizable objects and wakes this thread (an
-// auto-reset event: wake-ups coalesce). The thread drains the queue in batches, oldest
-// first; each finalize() runs with its exceptions contained: counted, handed to the host's
+// auto-reset event: wake-ups coalesce). The thread takes the whole queue at once and runs it
+// oldest first, reporting progress in batches; each finalize() runs with its exceptions contained: counted, handed to the host's
 // handler (or, without one, the first reported on stderr), and the thread goes on. A
 // finalized object goes back to the collector, whose next collect() clears its long weak
 // handles and frees it (unless the finalizer resurrected it).
@@ -43,7 +43,8 @@ struct finalizer_shared;
 }  // namespace internal
 
 struct finalizer_options {
-  // Objects taken from the queue at a time (one lock round trip per batch).
+  // Finalizers run between two progress reports: each report hands the finalized objects
+  // back to the collector in one push and wakes wait_for_pending_finalizers() callers.
   std::size_t batch = 256;
   // Called on the finalizer thread with each exception a finalize() threw, if set. It must
   // not throw (what it throws is swallowed). Without it the first one is reported on stderr

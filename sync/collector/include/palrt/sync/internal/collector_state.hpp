@@ -51,11 +51,11 @@ class finalization_queue {
   bool has_consumer() const;
 
   void push(object* first, object* last, std::size_t n);
-  // Up to `max` objects, oldest first, as a chain; null if empty.
-  object* take(std::size_t max, std::size_t& n);
-  // Puts objects taken but not run back at the front (a stop request mid-batch).
+  // Everything queued, oldest first, as a chain (null if empty); O(1) under the lock.
+  object* take_all(std::size_t& n);
+  // Puts objects taken but not run back at the front (a stop request mid-drain).
   void requeue_front(object* first, object* last, std::size_t n);
-  // The consumer ran `n` more objects (after take()).
+  // The consumer ran `n` more objects (after take_all()); wakes waiters, if any.
   void complete(std::size_t n);
 
   std::uint64_t enqueued() const noexcept { return enqueued_.load(std::memory_order_acquire); }
@@ -63,8 +63,6 @@ class finalization_queue {
   // Blocks until completed() >= target: true; false at the deadline or once the consumer
   // stopped (or if there is none).
   bool wait_until_completed(std::uint64_t target, std::chrono::steady_clock::time_point deadline);
-  // Everything still queued, for the collector's shutdown (unlinked from the queue).
-  object* take_all(std::size_t& n);
 
  private:
   mutable std::mutex lock_;
@@ -74,6 +72,8 @@ class finalization_queue {
   void (*wake_)(void*) = nullptr;
   void* wake_context_ = nullptr;
   bool consumer_ = false;
+  std::size_t queued_ = 0;   // objects in the list
+  std::size_t waiters_ = 0;  // threads in wait_until_completed()
   std::atomic<std::uint64_t> enqueued_{0};   // written under lock_
   std::atomic<std::uint64_t> completed_{0};  // written under lock_
 };
@@ -137,8 +137,10 @@ class finalization_access {
   enum class outcome { finalized, resurrected, threw };
   // Marks `o` finalizing, runs finalize() and contains what it throws (into *error).
   static outcome run(object& o, std::exception_ptr& error) noexcept;
-  // Hands `o` back after run(): to the collector's finalized list, or back to life.
-  static void finished(object& o, outcome result) noexcept;
+  // After run(): a resurrected object goes back to life at once; the others are appended to
+  // `done`, which hand_back() then gives to the collector's finalized list in one push.
+  static void finished(object& o, outcome result, collector_state::chain_ref& done) noexcept;
+  static void hand_back(collector_state& c, collector_state::chain_ref& done) noexcept;
   static object* next(const object& o) noexcept { return o.next_; }
 };
 
