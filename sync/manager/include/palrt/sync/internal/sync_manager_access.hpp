@@ -1,6 +1,8 @@
 // What tests reach in the sync manager beyond its public API: its worker's service thread
-// (tid, name, wake-ups), read-only.
+// (tid, name, wake-ups), read-only, and the pools' allocation counts.
 #pragma once
+
+#include <cstdint>
 
 #include "palrt/sync/internal/service_thread_access.hpp"
 #include "palrt/sync/sync_manager.hpp"
@@ -10,6 +12,11 @@ namespace palrt::sync::internal {
 class sync_manager_access {
  public:
   static const service_thread& worker(const sync_manager& m) noexcept { return m.worker_; }
+  // Queue nodes the manager's pool has allocated (each once, then reused).
+  static std::uint64_t node_allocations(const sync_manager& m) noexcept;
+  // Invoke contexts allocated by all threads because their slot was empty (a thread's first
+  // invoke, or a nested one).
+  static std::uint64_t invoke_context_allocations() noexcept;
 };
 
 }  // namespace palrt::sync::internal

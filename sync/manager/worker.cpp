@@ -1,0 +1,163 @@
+// The sync manager's worker loop: runs queued work in priority order, fires timers, and
+// watches processes (internal/worker_state.hpp states the sleep protocol).
+#include <time.h>
+
+#include <cerrno>
+#include <limits>
+#include <optional>
+
+#include "palrt/core/clock.h"
+#include "palrt/pal/internal/futex.hpp"
+#include "palrt/sync/handle.hpp"
+#include "palrt/sync/internal/worker_state.hpp"
+
+namespace palrt::sync::internal {
+namespace {
+
+// The worker_state whose loop runs on this thread (null elsewhere).
+thread_local const worker_state* current_worker = nullptr;
+
+// Processes are checked at least this often while the queue never empties, so a busy worker
+// still notices exits (one non-blocking epoll_wait per this many items).
+constexpr int items_between_process_checks = 64;
+
+timespec to_timespec(std::int64_t ns) noexcept {
+  return {static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+}
+
+}  // namespace
+
+bool worker_state::on_worker() const noexcept { return current_worker == this; }
+
+void worker_state::wake() noexcept {
+  const std::uint32_t was = sleep_word.exchange(awake, std::memory_order_seq_cst);
+  if (was == sleeping_on_futex) {
+    pal::internal::futex_wake(sleep_word, 1);
+  } else if (was == sleeping_in_epoll) {
+    processes.poke();
+  }
+}
+
+void worker_state::run(const std::atomic<bool>& stop) {
+  const worker_state* outer = current_worker;
+  current_worker = this;
+  int since_process_check = 0;
+  // acquire: what the stopper wrote before request_stop() is visible once we see it.
+  while (!stop.load(std::memory_order_acquire)) {
+    if (run_one()) {
+      if (++since_process_check >= items_between_process_checks && processes.active()) {
+        since_process_check = 0;
+        processes.wait_and_handle(timespec{0, 0});
+      }
+      continue;
+    }
+    since_process_check = 0;
+    sleep();
+  }
+  current_worker = outer;
+  cancel_all();
+}
+
+void worker_state::pump_until(invoke_context& context) {
+  // Our own item is queued until it runs, so there is always something ready until then.
+  // acquire: pairs with complete()'s release (the item may have run in a deeper pump).
+  while (context.word.load(std::memory_order_acquire) != invoke_context::done) {
+    if (!run_one()) sleep();  // only timers are due later: not our item; wait for them
+  }
+}
+
+bool worker_state::run_one() {
+  work_node* n;
+  {
+    std::lock_guard lock(queue_mutex);
+    n = queue.pop_ready(palrt_monotonic_ns());
+  }
+  if (!n) return false;
+  run_item(*n);
+  return true;
+}
+
+void worker_state::run_item(work_node& n) noexcept {
+  if (invoke_context* call = n.invoke) {
+    try {
+      call->fn();
+    } catch (...) {
+      call->error = std::current_exception();
+    }
+    call->complete();  // the caller owns the node; nothing of it is touched after this
+    return;
+  }
+  try {
+    n.posted();
+  } catch (...) {
+    // Nobody waits for a posted item: its exception is contained and counted, as the
+    // finalizer does with finalizers.
+    failed_items.fetch_add(1, std::memory_order_relaxed);
+  }
+  n.posted.reset();  // its captures go now, outside every lock
+  pool.give(n);
+}
+
+void worker_state::sleep() noexcept {
+  const bool epoll = processes.active();
+  sleep_word.store(epoll ? sleeping_in_epoll : sleeping_on_futex, std::memory_order_seq_cst);
+  std::int64_t due;
+  {
+    std::lock_guard lock(queue_mutex);
+    // A process watched since `epoll` was read: its open_process() may have found us awake
+    // and not woken us, so look again rather than sleep on the futex (process_monitor.hpp).
+    if (queue.has_ready() || closed || epoll != processes.active()) {
+      sleep_word.store(awake, std::memory_order_relaxed);  // relaxed: only this thread sleeps on it
+      return;
+    }
+    due = queue.next_due_ns();
+  }
+  const bool timed = due != std::numeric_limits<std::int64_t>::max();
+  if (timed && due <= palrt_monotonic_ns()) {
+    sleep_word.store(awake, std::memory_order_relaxed);
+    return;
+  }
+  if (epoll) {
+    std::optional<timespec> timeout;
+    if (timed) timeout = to_timespec(std::max<std::int64_t>(0, due - palrt_monotonic_ns()));
+    processes.wait_and_handle(timeout);
+  } else {
+    // Returns at once if a poster already set the word back to awake. EINTR, ETIMEDOUT and
+    // spurious wake-ups all lead back to the loop, which looks again.
+    pal::internal::futex_wait(sleep_word, sleeping_on_futex,
+                              timed ? std::optional(pal::internal::futex_deadline::at(to_timespec(due)))
+                                    : std::nullopt);
+  }
+  sleep_word.store(awake, std::memory_order_seq_cst);
+}
+
+void worker_state::cancel_all() noexcept {
+  work_node* left;
+  {
+    std::lock_guard lock(queue_mutex);
+    // Restarted after this worker missed its stop deadline: the queue belongs to the new
+    // worker now; leave it alone.
+    if (!closed) return;
+    left = queue.take_all();
+  }
+  while (left) {
+    work_node& n = *left;
+    left = n.next;
+    n.next = nullptr;
+    cancelled_at_stop.fetch_add(1, std::memory_order_relaxed);
+    if (invoke_context* call = n.invoke) {
+      try {
+        call->error = std::make_exception_ptr(
+            sync_error(std::errc::operation_canceled, "sync_manager::invoke: the sync manager stopped before the work ran"));
+      } catch (...) {
+        call->error = std::current_exception();  // bad_alloc: still an error, never a silent success
+      }
+      call->complete();
+      continue;
+    }
+    n.posted.reset();
+    pool.give(n);
+  }
+}
+
+}  // namespace palrt::sync::internal
