@@ -62,8 +62,8 @@ void mutex_object::free_and_satisfy(bool abandoned, wake_list& wakes) noexcept {
 
 }  // namespace internal
 
-mutex_handle::mutex_handle(bool initially_owned) : handle(std::make_shared<internal::mutex_object>()) {
-  if (!initially_owned) return;
+mutex_handle::mutex_handle(mutex_owner initial_owner) : handle(std::make_shared<internal::mutex_object>()) {
+  if (initial_owner == mutex_owner::nobody) return;
   internal::thread_record& self = internal::current_thread_record();
   std::lock_guard lock(internal::objects_lock());
   static_cast<internal::mutex_object&>(object_for("mutex_handle")).acquire(self);

@@ -17,12 +17,13 @@
 
 namespace palrt::sync {
 
+enum class mutex_owner { nobody, calling_thread };
+
 class mutex_handle : public handle {
  public:
   mutex_handle() noexcept = default;  // closed
-  // A new mutex, owned once by the calling thread if `initially_owned`. Throws
-  // std::bad_alloc only.
-  explicit mutex_handle(bool initially_owned = false);
+  // A new mutex, free or owned once by the calling thread. Throws std::bad_alloc only.
+  explicit mutex_handle(mutex_owner initial_owner);
 
   // Releases one acquisition by the calling thread. Throws sync_error(EPERM) if the calling
   // thread does not own the mutex (nothing changes), EBADF on a closed handle.
