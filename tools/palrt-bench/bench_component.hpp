@@ -63,5 +63,6 @@ using bench_registrar = bench_subcommand (*)(CLI::App& tool);
 
 // One per component, in roadmap order.
 bench_subcommand register_barrier(CLI::App& tool);
+bench_subcommand register_invoke(CLI::App& tool);
 
 }  // namespace palrt::bench

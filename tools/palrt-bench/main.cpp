@@ -34,6 +34,7 @@ using namespace palrt::bench;
 // declaration in bench_component.hpp, and one line here.
 constexpr bench_registrar registry[] = {
     register_barrier,
+    register_invoke,
 };
 
 using palrt::tools::one_line;
