@@ -21,6 +21,14 @@ thread_local const worker_state* current_worker = nullptr;
 // still notices exits (one non-blocking epoll_wait per this many items).
 constexpr int items_between_process_checks = 64;
 
+void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
 timespec to_timespec(std::int64_t ns) noexcept {
   return {static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
 }
@@ -52,6 +60,7 @@ void worker_state::run(const std::atomic<bool>& stop) {
       continue;
     }
     since_process_check = 0;
+    if (spin_for_work()) continue;
     sleep();
   }
   current_worker = outer;
@@ -64,6 +73,18 @@ void worker_state::pump_until(invoke_context& context) {
   while (context.word.load(std::memory_order_acquire) != invoke_context::done) {
     if (!run_one()) sleep();  // only timers are due later: not our item; wait for them
   }
+}
+
+bool worker_state::spin_for_work() {
+  // A poster that keeps the worker busy usually queues its next item within a microsecond
+  // of the worker running dry; sleeping then costs a futex wait here and a futex wake there
+  // (tens of microseconds on a virtual machine). So look again a few times, politely (pause),
+  // before sleeping: at most ~spin_rounds lock round trips, a few microseconds.
+  for (int i = 0; i < spin_rounds; ++i) {
+    for (int p = 0; p < 16; ++p) cpu_relax();
+    if (run_one()) return true;
+  }
+  return false;
 }
 
 bool worker_state::run_one() {

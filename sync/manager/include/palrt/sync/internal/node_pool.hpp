@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <mutex>
 
+#include "palrt/sync/internal/adaptive_mutex.hpp"
 #include "palrt/sync/internal/work_node.hpp"
 
 namespace palrt::sync::internal {
@@ -31,7 +32,7 @@ class node_pool {
   std::uint64_t allocations() const noexcept { return allocations_.load(std::memory_order_relaxed); }
 
  private:
-  std::mutex mutex_;
+  adaptive_mutex mutex_;
   work_node* all_ = nullptr;   // every node made, for the destructor
   work_node* free_ = nullptr;  // the free list
   std::atomic<std::uint64_t> allocations_{0};

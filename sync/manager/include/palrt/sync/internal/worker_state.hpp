@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <mutex>
 
+#include "palrt/sync/internal/adaptive_mutex.hpp"
 #include "palrt/sync/internal/invoke_context.hpp"
 #include "palrt/sync/internal/node_pool.hpp"
 #include "palrt/sync/internal/process_monitor.hpp"
@@ -26,7 +27,7 @@ namespace palrt::sync::internal {
 class worker_state {
  public:
   // Guards queue, closed and next_id. Never held while user code runs or a node is freed.
-  std::mutex queue_mutex;
+  adaptive_mutex queue_mutex;
   work_queue queue;
   bool closed = false;  // stopped: no new work until the worker is started again
   std::uint64_t next_id = 1;
@@ -56,8 +57,12 @@ class worker_state {
   static constexpr std::uint32_t awake = 0, sleeping_on_futex = 1, sleeping_in_epoll = 2;
   std::atomic<std::uint32_t> sleep_word{awake};
 
+  static constexpr int spin_rounds = 32;
+
   // Pops and runs one ready item; false if none was ready.
   bool run_one();
+  // Before sleeping: tries run_one() a few times with short pauses; true if it ran one.
+  bool spin_for_work();
   void run_item(work_node& n) noexcept;
   void sleep() noexcept;
   void cancel_all() noexcept;
