@@ -474,7 +474,7 @@ TEST_CASE("APC: wakes a thread blocked in an alertable wait; queued earlier, the
   CHECK(order.load() == 3);
 }
 
-TEST_CASE("APC: an alertable wait that is signalled first reports signalled and runs nothing") {
+TEST_CASE("APC: pending APCs run before an alertable wait looks at its objects; with none pending the signal is reported") {
   event_handle e(event_reset::manual, true);
   sync::queue_apc(sync::thread_handle::current(), [] {});
   // The APC is pending, so an alertable wait runs it and reports alerted: Win32's order.

@@ -31,6 +31,7 @@ std::unique_ptr<invoke_context> lease_invoke_context() { return slot.take(alloca
 
 void return_invoke_context(std::unique_ptr<invoke_context> context) noexcept { slot.give(std::move(context)); }
 
+// relaxed: a statistic.
 std::uint64_t invoke_context_allocations() noexcept { return allocations.load(std::memory_order_relaxed); }
 
 }  // namespace palrt::sync::internal

@@ -128,14 +128,16 @@ void worker_state::sleep() noexcept {
     // A process watched since `epoll` was read: its open_process() may have found us awake
     // and not woken us, so look again rather than sleep on the futex (process_monitor.hpp).
     if (queue.has_ready() || closed || epoll != processes.active()) {
-      sleep_word.store(awake, std::memory_order_relaxed);  // relaxed: only this thread sleeps on it
+      // relaxed: we do not sleep after all; a poster that still reads the old value only
+      // makes a needless wake().
+      sleep_word.store(awake, std::memory_order_relaxed);
       return;
     }
     due = queue.next_due_ns();
   }
   const bool timed = due != std::numeric_limits<std::int64_t>::max();
   if (timed && due <= palrt_monotonic_ns()) {
-    sleep_word.store(awake, std::memory_order_relaxed);
+    sleep_word.store(awake, std::memory_order_relaxed);  // relaxed: as above
     return;
   }
   if (epoll) {
@@ -165,7 +167,7 @@ void worker_state::cancel_all() noexcept {
     work_node& n = *left;
     left = n.next;
     n.next = nullptr;
-    cancelled_at_stop.fetch_add(1, std::memory_order_relaxed);
+    cancelled_at_stop.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
     if (invoke_context* call = n.invoke) {
       try {
         call->error = std::make_exception_ptr(

@@ -30,7 +30,9 @@
 // Stopping: request_stop()/stop() close the queue; items still queued never run: an invoke
 // waiting for one throws sync_error(ECANCELED), posted ones are destroyed and counted
 // (stats().cancelled_at_stop). After a stop, post/invoke/open_process throw sync_error
-// (ESHUTDOWN) until ensure_worker_started() is called again.
+// (ESHUTDOWN) until ensure_worker_started() is called again. Processes are watched only while
+// the worker runs: a process that exits after the stop is neither reaped nor signalled (its
+// handle stays unsignalled, so wait on it with a timeout if the manager may stop first).
 //
 // Thread-safe: every member may be called from any thread (stop() not from the worker).
 #pragma once
