@@ -34,4 +34,10 @@ void node_pool::give(work_node& node) noexcept {
   free_ = &node;
 }
 
+void node_pool::give_chain(work_node& first, work_node& last) noexcept {
+  std::lock_guard lock(mutex_);
+  last.pool_free_next = free_;
+  free_ = &first;
+}
+
 }  // namespace palrt::sync::internal

@@ -209,6 +209,10 @@ std::uint64_t sync_manager_access::node_allocations(const sync_manager& m) noexc
   return m.state_->pool.allocations();
 }
 
+std::uint64_t sync_manager_access::node_pool_bound(std::uint64_t most_queued) noexcept {
+  return most_queued + static_cast<std::uint64_t>(worker_state::spent_batch);
+}
+
 std::uint64_t sync_manager_access::invoke_context_allocations() noexcept {
   return internal::invoke_context_allocations();
 }

@@ -14,8 +14,17 @@
 namespace palrt::sync::internal {
 namespace {
 
-// The worker_state whose loop runs on this thread (null elsewhere).
-thread_local const worker_state* current_worker = nullptr;
+// What the worker thread keeps for itself while its loop runs: which state it serves, and
+// the nodes of items it ran, handed back to the pool in batches (one pool lock per batch
+// instead of one per item; the lock is the one posters take). On the loop's stack, so a
+// detached worker and its successor never share it.
+struct worker_local {
+  const worker_state* state = nullptr;
+  work_node* spent = nullptr;
+  work_node* spent_tail = nullptr;
+  int spent_count = 0;
+};
+thread_local worker_local* current_local = nullptr;
 
 // Processes are checked at least this often while the queue never empties, so a busy worker
 // still notices exits (one non-blocking epoll_wait per this many items).
@@ -35,7 +44,15 @@ timespec to_timespec(std::int64_t ns) noexcept {
 
 }  // namespace
 
-bool worker_state::on_worker() const noexcept { return current_worker == this; }
+bool worker_state::on_worker() const noexcept { return current_local && current_local->state == this; }
+
+void worker_state::return_spent() noexcept {
+  worker_local& local = *current_local;
+  if (!local.spent) return;
+  pool.give_chain(*local.spent, *local.spent_tail);
+  local.spent = local.spent_tail = nullptr;
+  local.spent_count = 0;
+}
 
 void worker_state::wake() noexcept {
   const std::uint32_t was = sleep_word.exchange(awake, std::memory_order_seq_cst);
@@ -47,8 +64,10 @@ void worker_state::wake() noexcept {
 }
 
 void worker_state::run(const std::atomic<bool>& stop) {
-  const worker_state* outer = current_worker;
-  current_worker = this;
+  worker_local local;
+  local.state = this;
+  worker_local* const outer = current_local;
+  current_local = &local;
   int since_process_check = 0;
   // acquire: what the stopper wrote before request_stop() is visible once we see it.
   while (!stop.load(std::memory_order_acquire)) {
@@ -61,9 +80,11 @@ void worker_state::run(const std::atomic<bool>& stop) {
     }
     since_process_check = 0;
     if (spin_for_work()) continue;
+    return_spent();  // before sleeping: posters may need them
     sleep();
   }
-  current_worker = outer;
+  return_spent();
+  current_local = outer;
   cancel_all();
 }
 
@@ -116,7 +137,11 @@ void worker_state::run_item(work_node& n) noexcept {
     failed_items.fetch_add(1, std::memory_order_relaxed);
   }
   n.posted.reset();  // its captures go now, outside every lock
-  pool.give(n);
+  worker_local& local = *current_local;  // run_item runs on the worker only
+  n.pool_free_next = local.spent;
+  if (!local.spent) local.spent_tail = &n;
+  local.spent = &n;
+  if (++local.spent_count >= spent_batch) return_spent();
 }
 
 void worker_state::sleep() noexcept {

@@ -1,10 +1,11 @@
 // The pool posted work nodes come from, so that a steady stream of post() allocates nothing.
 //
-// A free list under its own small lock (taken once by the poster for take(), once by the
-// worker for give(); neither calls out while holding it). The pool never frees a node while
+// A free list under its own small lock (taken once per post by the poster, and once per
+// batch of run items by the worker; neither calls out while holding it). The pool never frees a node while
 // it lives: a work_ticket may name a node long after its item ran, and cancel() must be able
 // to read the node's id to see that. So memory is bounded by the most items ever queued at
-// once, and returned when the pool (its sync_manager) is destroyed.
+// once plus one batch the worker holds before handing it back (worker.cpp), and returned
+// when the pool (its sync_manager) is destroyed.
 #pragma once
 
 #include <atomic>
@@ -27,6 +28,8 @@ class node_pool {
   work_node& take();
   // Returns a node whose task is already empty.
   void give(work_node& node) noexcept;
+  // Returns a chain of such nodes linked through pool_free_next, from `first` to `last`.
+  void give_chain(work_node& first, work_node& last) noexcept;
 
   // Nodes made so far (each one allocation); relaxed: a statistic.
   std::uint64_t allocations() const noexcept { return allocations_.load(std::memory_order_relaxed); }

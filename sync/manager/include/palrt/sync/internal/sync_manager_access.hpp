@@ -14,6 +14,9 @@ class sync_manager_access {
   static const service_thread& worker(const sync_manager& m) noexcept { return m.worker_; }
   // Queue nodes the manager's pool has allocated (each once, then reused).
   static std::uint64_t node_allocations(const sync_manager& m) noexcept;
+  // The most nodes the pool ever allocates when at most `most_queued` items are queued at
+  // once: those, plus the batch of run nodes the worker holds before handing them back.
+  static std::uint64_t node_pool_bound(std::uint64_t most_queued) noexcept;
   // Invoke contexts allocated by all threads because their slot was empty (a thread's first
   // invoke, or a nested one).
   static std::uint64_t invoke_context_allocations() noexcept;

@@ -39,6 +39,9 @@ class worker_state {
   std::atomic<std::uint64_t> failed_items{0};  // posted items whose work threw
   std::atomic<std::uint64_t> cancelled_at_stop{0};
 
+  // Run items' nodes the worker keeps before handing them back to the pool at once.
+  static constexpr int spent_batch = 32;
+
   // Any thread, after queueing work outside the lock: wakes the worker if it sleeps.
   void wake_if_sleeping() noexcept {
     if (sleep_word.load(std::memory_order_seq_cst) != awake) wake();
@@ -64,6 +67,8 @@ class worker_state {
   // Before sleeping: tries run_one() a few times with short pauses; true if it ran one.
   bool spin_for_work();
   void run_item(work_node& n) noexcept;
+  // Hands the nodes the worker has run back to the pool.
+  void return_spent() noexcept;
   void sleep() noexcept;
   void cancel_all() noexcept;
 };
