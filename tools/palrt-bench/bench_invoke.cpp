@@ -74,7 +74,8 @@ class server {
   virtual ~server() = default;
   // Runs x + 1 on the server thread and returns it.
   virtual std::uint64_t invoke(std::uint64_t x) = 0;
-  // Queues `++executed` (relaxed) to the server thread.
+  // Queues `++executed` to the server thread (release: the caller's acquire load that sees the
+  // count sees the item done, so it may free what the item touched).
   virtual void post(std::atomic<std::uint64_t>& executed) = 0;
   // Pins the server thread to `cpu` (best effort).
   virtual void pin(int cpu) = 0;
@@ -88,7 +89,7 @@ class palrt_server final : public server {
     return manager_.invoke(sync::work_priority::normal, [x] { return x + 1; });
   }
   void post(std::atomic<std::uint64_t>& executed) override {
-    manager_.post(sync::work_priority::normal, [&executed] { executed.fetch_add(1, std::memory_order_relaxed); });
+    manager_.post(sync::work_priority::normal, [&executed] { executed.fetch_add(1, std::memory_order_release); });
   }
   void pin(int cpu) override {
     manager_.invoke(sync::work_priority::normal, [cpu] { pin_current_thread(cpu); });
@@ -137,7 +138,7 @@ class condvar_server final : public server {
   void post(std::atomic<std::uint64_t>& executed) override {
     {
       std::lock_guard lock(mutex_);
-      queue_.emplace_back([&executed] { executed.fetch_add(1, std::memory_order_relaxed); });
+      queue_.emplace_back([&executed] { executed.fetch_add(1, std::memory_order_release); });
     }
     work_.notify_one();
   }
@@ -194,7 +195,7 @@ class asio_server final : public server {
     return call.out;
   }
   void post(std::atomic<std::uint64_t>& executed) override {
-    boost::asio::post(context_, [&executed] { executed.fetch_add(1, std::memory_order_relaxed); });
+    boost::asio::post(context_, [&executed] { executed.fetch_add(1, std::memory_order_release); });
   }
   void pin(int cpu) override {
     boost::asio::post(context_, [cpu] { pin_current_thread(cpu); });
@@ -277,10 +278,10 @@ class caller_team {
 
 struct contender {
   std::string name;
-  std::unique_ptr<server> srv;
   // This repetition: each caller's latencies (invoke), calls, allocations, time.
   std::vector<std::vector<std::uint32_t>> latencies;
   std::vector<std::atomic<std::uint64_t>> executed;  // post: per caller
+  std::unique_ptr<server> srv;  // last: destroyed (its thread joined) before what it touches
   std::uint64_t ops = 0;
   std::uint64_t allocs = 0;
   std::int64_t elapsed_ns = 0;
@@ -320,6 +321,7 @@ void post_slice(contender& c, caller_team& team, std::chrono::nanoseconds budget
   std::atomic<std::uint64_t> posted_total{0};
   const std::function<void(int)> fn = [&](int caller) {
     std::atomic<std::uint64_t>& executed = c.executed[static_cast<std::size_t>(caller)];
+    // relaxed here and in the flow control: counts only; the drain below acquires.
     const std::uint64_t base = executed.load(std::memory_order_relaxed);
     std::uint64_t posted = 0;
     const std::int64_t end = now_ns() + budget.count();
@@ -330,7 +332,8 @@ void post_slice(contender& c, caller_team& team, std::chrono::nanoseconds budget
         ++posted;
       }
     }
-    while (executed.load(std::memory_order_relaxed) - base < posted) sched_yield();  // the drain counts
+    // The drain counts. acquire: pairs with the items' release increments.
+    while (executed.load(std::memory_order_acquire) - base < posted) sched_yield();
     posted_total.fetch_add(posted, std::memory_order_relaxed);  // relaxed: read after run() returns
   };
   const std::uint64_t allocs_before = heap_allocations();
@@ -458,6 +461,8 @@ void measure_wait_any(const bench_settings& settings, bench_report& report, cons
       const std::int64_t t1 = now_ns();
       // acquire: the setter's stamp and stop flag, stored before its set().
       if (stop.load(std::memory_order_acquire)) return;
+      // relaxed: `record` and `stamp` were stored before the set() that woke us, which
+      // publishes them (the objects' lock and the wait word's release/acquire).
       if (record.load(std::memory_order_relaxed) && latencies.size() < latencies.capacity())
         latencies.push_back(static_cast<std::uint32_t>(std::min<std::int64_t>(t1 - stamp.load(std::memory_order_relaxed), UINT32_MAX)));
       (void)r;
