@@ -132,6 +132,7 @@ work_ticket sync_manager::post_task(work_priority priority, std::optional<std::c
       s.queue.push_timer(n);
     } else {
       s.queue.push_ready(n);
+      s.count_push();
     }
   }
   s.wake_if_sleeping();
@@ -177,6 +178,7 @@ void sync_manager::invoke_function(work_priority priority, function_ref fn) {
     }
     call->node.id = s.next_id++;
     s.queue.push_ready(call->node);
+    s.count_push();
   }
   if (s.on_worker()) {
     s.pump_until(*call);

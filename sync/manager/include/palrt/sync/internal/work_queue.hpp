@@ -29,6 +29,7 @@ class work_queue {
   work_node* take_all() noexcept;
 
   bool has_ready() const noexcept;
+  bool has_timers() const noexcept { return timers_.head != nullptr; }
   // The earliest timer's due time, or INT64_MAX with none.
   std::int64_t next_due_ns() const noexcept;
 

@@ -31,6 +31,11 @@ class worker_state {
   work_queue queue;
   bool closed = false;  // stopped: no new work until the worker is started again
   std::uint64_t next_id = 1;
+  // Items made ready so far. Written under queue_mutex (so a plain load-and-store is enough:
+  // one writer at a time), read without it by the worker's spin before sleeping, which only
+  // needs to notice that it changed: relaxed, and the item is then popped under the lock.
+  std::atomic<std::uint64_t> pushes{0};
+  void count_push() noexcept { pushes.store(pushes.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
 
   node_pool pool;
   process_monitor processes;
@@ -64,7 +69,8 @@ class worker_state {
 
   // Pops and runs one ready item; false if none was ready.
   bool run_one();
-  // Before sleeping: tries run_one() a few times with short pauses; true if it ran one.
+  // Before sleeping: watches `pushes` for a few microseconds and runs what arrives; true if
+  // it ran an item.
   bool spin_for_work();
   void run_item(work_node& n) noexcept;
   // Hands the nodes the worker has run back to the pool.
