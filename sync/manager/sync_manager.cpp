@@ -63,6 +63,10 @@ bool sync_manager::worker_started() const noexcept {
 
 void sync_manager::request_stop() noexcept {
   std::lock_guard lock(start_mutex_);
+  request_stop_locked();
+}
+
+void sync_manager::request_stop_locked() noexcept {
   worker_ready_.store(false, std::memory_order_relaxed);  // relaxed: posters re-check under the locks
   stopped_ = true;
   {
@@ -76,8 +80,10 @@ void sync_manager::request_stop() noexcept {
 }
 
 bool sync_manager::stop(std::chrono::nanoseconds timeout) {
-  request_stop();
+  // One critical section for both halves: a start racing the stop either comes before it
+  // (and is stopped) or after it (and starts a new worker), never in between.
   std::lock_guard lock(start_mutex_);
+  request_stop_locked();
   return worker_.join(timeout);
 }
 

@@ -71,16 +71,17 @@ void worker_state::run(const std::atomic<bool>& stop) {
   int since_process_check = 0;
   // acquire: what the stopper wrote before request_stop() is visible once we see it.
   while (!stop.load(std::memory_order_acquire)) {
-    if (run_one()) {
+    if (run_one() || spin_for_work()) {
+      // Items found by the spin count too: a stream that never lets the worker sleep must
+      // not keep it from noticing exits.
       if (++since_process_check >= items_between_process_checks && processes.active()) {
         since_process_check = 0;
         processes.wait_and_handle(timespec{0, 0});
       }
       continue;
     }
-    since_process_check = 0;
-    if (spin_for_work()) continue;
-    return_spent();  // before sleeping: posters may need them
+    since_process_check = 0;  // sleep() looks at the processes (in epoll) when any are watched
+    return_spent();           // before sleeping: posters may need them
     sleep();
   }
   return_spent();

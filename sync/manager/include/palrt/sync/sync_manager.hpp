@@ -160,6 +160,7 @@ class sync_manager {
   // The lazy start: throws sync_error(ESHUTDOWN) after a stop, or what the start throws.
   void start_for_work(const char* operation);
   void start_locked();
+  void request_stop_locked() noexcept;
 
   std::shared_ptr<internal::worker_state> state_;  // co-owned by the worker's loop
   mutable std::mutex start_mutex_;
