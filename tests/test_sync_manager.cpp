@@ -283,6 +283,18 @@ TEST_CASE("stop: queued work is cancelled and counted; a waiting invoke throws E
   CHECK(m.stop(2s));
 }
 
+TEST_CASE("lifecycle: a start after request_stop() alone waits for the old worker and serves work again") {
+  sync::sync_manager m;
+  CHECK(m.invoke(work_priority::normal, [] { return 1; }) == 1);
+  const pid_t first = sync_manager_access::worker(m).tid();
+  m.request_stop();
+  CHECK(error_of([&] { m.post(work_priority::normal, [] {}); }) == ESHUTDOWN);
+  m.ensure_worker_started();
+  CHECK(m.invoke(work_priority::normal, [] { return static_cast<pid_t>(::gettid()); }) != first);
+  CHECK(m.stop(2s));
+  CHECK_FALSE(m.worker_started());
+}
+
 TEST_CASE("stress: several threads post and invoke at once; every item runs exactly once") {
   sync::sync_manager m;
   const int threads = 4;

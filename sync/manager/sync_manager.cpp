@@ -26,6 +26,10 @@ sync_manager::~sync_manager() { stop(); }
 // --- Lifecycle -------------------------------------------------------------------------------
 
 void sync_manager::start_locked() {
+  // A worker asked to stop but not joined yet (request_stop() alone) finishes first; one that
+  // overstays is detached, as stop() would.
+  if (stopped_ && worker_.started()) worker_.join();
+  if (worker_.started()) return;
   {
     std::lock_guard lock(state_->queue_mutex);
     state_->closed = false;
@@ -39,7 +43,7 @@ void sync_manager::start_locked() {
 
 void sync_manager::ensure_worker_started() {
   std::lock_guard lock(start_mutex_);
-  if (!worker_.started()) start_locked();
+  start_locked();
   worker_.wait_until_running();
   // release: a poster that sees it (acquire) sees the started worker and the open queue.
   worker_ready_.store(true, std::memory_order_release);
@@ -47,7 +51,7 @@ void sync_manager::ensure_worker_started() {
 
 void sync_manager::launch_worker() {
   std::lock_guard lock(start_mutex_);
-  if (!worker_.started()) start_locked();
+  start_locked();
   worker_ready_.store(true, std::memory_order_release);
 }
 
@@ -93,7 +97,7 @@ void sync_manager::start_for_work(const char* operation) {
     throw sync_error(stopped_error,
                      std::string("sync_manager::") + operation + ": the sync manager has been stopped");
   }
-  if (!worker_.started()) start_locked();
+  start_locked();
   worker_ready_.store(true, std::memory_order_release);
 }
 
