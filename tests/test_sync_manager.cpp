@@ -249,11 +249,13 @@ TEST_CASE("post_after: runs once its delay has passed, not before; cancelled bef
     done.set();
   });
   m.post_after(0ms, work_priority::low, [] {});  // due at once
+  auto never = m.post_after(std::chrono::nanoseconds::max(), work_priority::low, [] {});  // clamped, not overflowed
   CHECK(m.cancel(cancelled));
   REQUIRE(sync::wait_one(done, 10s).status == wait_status::signalled);
   CHECK(ran_at - posted_at >= std::chrono::nanoseconds(30ms).count());
   m.invoke(work_priority::background, [] {});
   CHECK_FALSE(cancelled_ran.load());
+  CHECK(m.cancel(never));
   CHECK(error_of([&] { m.post_after(-1ms, work_priority::normal, [] {}); }) == EINVAL);
 }
 

@@ -1,6 +1,8 @@
 #include "palrt/sync/sync_manager.hpp"
 
+#include <algorithm>
 #include <cerrno>
+#include <limits>
 #include <string>
 
 #include "palrt/core/clock.h"
@@ -138,7 +140,9 @@ work_ticket sync_manager::post_task(work_priority priority, std::optional<std::c
     n.id = s.next_id++;
     ticket = work_ticket(&n, n.id);
     if (delay) {
-      n.due_ns = palrt_monotonic_ns() + delay->count();
+      const std::int64_t now = palrt_monotonic_ns();
+      // A delay past the end of the clock's range is "never" in practice: clamp, not overflow.
+      n.due_ns = now + std::min<std::int64_t>(delay->count(), std::numeric_limits<std::int64_t>::max() - now);
       s.queue.push_timer(n);
     } else {
       s.queue.push_ready(n);

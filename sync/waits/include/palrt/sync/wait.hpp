@@ -22,9 +22,11 @@
 // Timeouts are durations measured on CLOCK_MONOTONIC from the call (never stretched by
 // spurious wake-ups or EINTR); `infinite` waits forever; 0 only tests.
 //
-// Cost: all objects share one lock, which is what makes wait_all atomic and simple; a wait
-// or a set takes it once (~20-50 ns uncontended). Hosts that signal objects from many threads
-// at high rates contend on it; palrt's own hot paths (the work queue) do not use it.
+// Cost: all objects share one lock (a std::mutex), which is what makes wait_all atomic and
+// simple; a wait or a set takes it once, a blocked wait once more when it times out. Hosts
+// that signal objects from many threads at high rates contend on it; palrt's own hot paths
+// (the work queue) do not use it. A wake-up across CPUs costs what the kernel charges for
+// one (~27 us on the 2-vCPU VMs of docs/BENCHMARKS.md, wait_any over 64 events included).
 //
 // Failure: every wait throws sync_error (handle.hpp) for bad input, having waited for
 // nothing and acquired nothing: EINVAL for no handles, duplicates in wait_all or a negative
