@@ -225,6 +225,10 @@ std::uint64_t sync_manager_access::node_allocations(const sync_manager& m) noexc
   return m.state_->pool.allocations();
 }
 
+std::uint64_t sync_manager_access::items_queued(const sync_manager& m) noexcept {
+  return m.state_->pushes.load(std::memory_order_relaxed);  // relaxed: tests poll it
+}
+
 std::uint64_t sync_manager_access::node_pool_bound(std::uint64_t most_queued) noexcept {
   return most_queued + static_cast<std::uint64_t>(worker_state::spent_batch);
 }

@@ -12,6 +12,9 @@ namespace palrt::sync::internal {
 class sync_manager_access {
  public:
   static const service_thread& worker(const sync_manager& m) noexcept { return m.worker_; }
+  // Items made ready so far (posted without delay, or invoked): how a test knows that
+  // another thread's invoke is queued, instead of sleeping.
+  static std::uint64_t items_queued(const sync_manager& m) noexcept;
   // Queue nodes the manager's pool has allocated (each once, then reused).
   static std::uint64_t node_allocations(const sync_manager& m) noexcept;
   // The most nodes the pool ever allocates when at most `most_queued` items are queued at
