@@ -9,6 +9,7 @@ packages=(
   gcc g++ libc6-dev           # C (reference program, preload shim, seccomp helper) and C++20
   meson ninja-build pkg-config
   libboost-thread-dev         # pal's thread factory
+  libboost-dev                # palrt-bench invoke's asio baseline (headers only)
   doctest-dev                 # test suites
   nlohmann-json3-dev          # tests only: reading the tools' JSON back
   libcli11-dev                # palrt-startup, palrt-bench

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -429,6 +430,42 @@ TEST_CASE("palrt-bench: finalizer --quick --json parses with drain, wait-pending
   for (const auto& row : j.at("results")) {
     CHECK(row.at("case").get<std::string>() == "sustained");
     CHECK(row.at("threads").get<int>() == 2);
+  }
+}
+
+TEST_CASE("palrt-bench: invoke --quick --json parses with palrt beside condvar and asio, every case and metric") {
+  const char* bench = std::getenv("PALRT_TEST_BENCH");
+  if (!bench) return;  // built with -Dbench=false
+  auto r = run_process({bench, "invoke", "--quick", "--json"}, {{}, {}, std::chrono::seconds(120)});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  json j = json::parse(r.out);
+  CHECK(j.at("component").get<std::string>() == "invoke");
+  CHECK(j.at("machine").at("nproc").get<double>() >= 1);
+  // case -> metric -> variants reported.
+  std::map<std::string, std::map<std::string, std::set<std::string>>> seen;
+  for (const auto& row : j.at("results")) {
+    CHECK(row.at("threads").get<double>() == 1);
+    CHECK(row.at("value").get<double>() >= 0);
+    seen[row.at("case").get<std::string>()][row.at("metric").get<std::string>()].insert(
+        row.at("variant").get<std::string>());
+  }
+  const std::set<std::string> all{"palrt", "condvar", "asio"};
+  CHECK(seen["invoke"]["p50_ns"] == all);
+  CHECK(seen["invoke"]["p99_ns"] == all);
+  CHECK(seen["invoke"]["allocs_per_op"] == all);
+  CHECK(seen["post"]["ops_per_s"] == all);
+  CHECK(seen["post"]["allocs_per_op"] == all);
+  CHECK(seen["wait-any-64"]["p50_ns"] == std::set<std::string>{"palrt"});
+  CHECK(seen.size() == 3);
+  // --threads counts the calling threads.
+  auto two = run_process({bench, "invoke", "--quick", "--json", "--threads", "2"}, {{}, {}, std::chrono::seconds(120)});
+  INFO(two.err);
+  REQUIRE(two.exit_code == 0);
+  const json with_two = json::parse(two.out);
+  for (const auto& row : with_two.at("results")) {
+    const double expected = row.at("case").get<std::string>() == "wait-any-64" ? 1 : 2;
+    CHECK(row.at("threads").get<double>() == expected);
   }
 }
 

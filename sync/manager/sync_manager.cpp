@@ -1,20 +1,60 @@
 #include "palrt/sync/sync_manager.hpp"
 
+#include <algorithm>
+#include <cerrno>
+#include <limits>
+#include <string>
+
+#include "palrt/core/clock.h"
+#include "palrt/sync/internal/process_object.hpp"
+#include "palrt/sync/internal/sync_manager_access.hpp"
+#include "palrt/sync/internal/waits_access.hpp"
+#include "palrt/sync/internal/worker_state.hpp"
+
 namespace palrt::sync {
+namespace {
+
+// ESHUTDOWN, which std::errc has no name for: "cannot send after transport endpoint shutdown".
+constexpr std::errc stopped_error = static_cast<std::errc>(ESHUTDOWN);
+
+}  // namespace
 
 sync_manager::sync_manager()
-    : worker_("palrt-syncmgr", [](const std::atomic<bool>&) {
-        // No work is posted to the worker yet: a wake-up has nothing to run.
-      }) {}
+    : state_(std::make_shared<internal::worker_state>()),
+      worker_("palrt-syncmgr", [state = state_](const std::atomic<bool>& stop) { state->run(stop); }) {}
+
+sync_manager::~sync_manager() { stop(); }
+
+// --- Lifecycle -------------------------------------------------------------------------------
+
+void sync_manager::start_locked() {
+  // A worker asked to stop but not joined yet (request_stop() alone) finishes first; one that
+  // overstays is detached, as stop() would.
+  if (stopped_ && worker_.started()) worker_.join();
+  if (worker_.started()) return;
+  {
+    std::lock_guard lock(state_->queue_mutex);
+    state_->closed = false;
+  }
+  stopped_ = false;
+  worker_.launch();
+  // The service loop runs its work once per wake-up; the worker's work is its own loop, which
+  // returns only at a stop. One wake-up enters it.
+  worker_.wake();
+}
 
 void sync_manager::ensure_worker_started() {
   std::lock_guard lock(start_mutex_);
-  worker_.start();
+  start_locked();
+  worker_.wait_until_running();
+  // release: a poster that sees it (acquire) sees the started worker and the open queue.
+  worker_ready_.store(true, std::memory_order_release);
 }
 
 void sync_manager::launch_worker() {
   std::lock_guard lock(start_mutex_);
-  worker_.launch();
+  start_locked();
+  worker_ready_.store(true, std::memory_order_release);
 }
 
 void sync_manager::wait_until_worker_running() {
@@ -29,12 +69,174 @@ bool sync_manager::worker_started() const noexcept {
 
 void sync_manager::request_stop() noexcept {
   std::lock_guard lock(start_mutex_);
+  request_stop_locked();
+}
+
+void sync_manager::request_stop_locked() noexcept {
+  worker_ready_.store(false, std::memory_order_relaxed);  // relaxed: posters re-check under the locks
+  stopped_ = true;
+  {
+    std::lock_guard queue_lock(state_->queue_mutex);
+    state_->closed = true;
+  }
   worker_.request_stop();
+  // After `closed` is set under the queue lock: a worker about to sleep sees it there, or is
+  // seen asleep here (worker_state.hpp).
+  state_->wake_if_sleeping();
 }
 
 bool sync_manager::stop(std::chrono::nanoseconds timeout) {
+  // One critical section for both halves: a start racing the stop either comes before it
+  // (and is stopped) or after it (and starts a new worker), never in between.
   std::lock_guard lock(start_mutex_);
-  return worker_.stop(timeout);
+  request_stop_locked();
+  return worker_.join(timeout);
 }
+
+void sync_manager::start_for_work(const char* operation) {
+  std::lock_guard lock(start_mutex_);
+  if (stopped_) {
+    throw sync_error(stopped_error,
+                     std::string("sync_manager::") + operation + ": the sync manager has been stopped");
+  }
+  start_locked();
+  worker_ready_.store(true, std::memory_order_release);
+}
+
+sync_manager::work_stats sync_manager::stats() const noexcept {
+  return {state_->failed_items.load(std::memory_order_relaxed), state_->cancelled_at_stop.load(std::memory_order_relaxed)};
+}
+
+bool sync_manager::on_worker_thread() const noexcept { return state_->on_worker(); }
+
+// --- Work ------------------------------------------------------------------------------------
+
+work_ticket sync_manager::post_task(work_priority priority, std::optional<std::chrono::nanoseconds> delay,
+                                    task fn) {
+  if (delay && delay->count() < 0) {
+    throw sync_error(std::errc::invalid_argument,
+                     "sync_manager::post_after: negative delay (" + std::to_string(delay->count()) + " ns)");
+  }
+  if (static_cast<std::size_t>(priority) >= work_priority_count) {
+    throw sync_error(std::errc::invalid_argument, "sync_manager::post: no such priority " +
+                                                      std::to_string(static_cast<int>(priority)));
+  }
+  // acquire: pairs with the release in the starts.
+  if (!worker_ready_.load(std::memory_order_acquire)) start_for_work("post");
+  internal::worker_state& s = *state_;
+  internal::work_node& n = s.pool.take();
+  n.priority = priority;
+  n.invoke = nullptr;
+  n.posted = std::move(fn);
+  work_ticket ticket;
+  {
+    std::unique_lock lock(s.queue_mutex);
+    if (s.closed) {
+      lock.unlock();
+      n.posted.reset();
+      s.pool.give(n);
+      throw sync_error(stopped_error, "sync_manager::post: the sync manager has been stopped");
+    }
+    n.id = s.next_id++;
+    ticket = work_ticket(&n, n.id);
+    if (delay) {
+      const std::int64_t now = palrt_monotonic_ns();
+      // A delay past the end of the clock's range is "never" in practice: clamp, not overflow.
+      n.due_ns = now + std::min<std::int64_t>(delay->count(), std::numeric_limits<std::int64_t>::max() - now);
+      s.queue.push_timer(n);
+    } else {
+      s.queue.push_ready(n);
+      s.count_push();
+    }
+  }
+  s.wake_if_sleeping();
+  return ticket;
+}
+
+bool sync_manager::cancel(const work_ticket& ticket) noexcept {
+  if (!ticket.node_) return false;
+  internal::worker_state& s = *state_;
+  internal::work_node& n = *ticket.node_;
+  {
+    std::lock_guard lock(s.queue_mutex);
+    // The pool never frees a node, so reading a reused node's id is safe; a different id means
+    // the ticket's item is gone and the node serves another.
+    if (n.id != ticket.id_ || !n.queued) return false;
+    s.queue.remove(n);
+  }
+  n.posted.reset();  // outside the lock: the function's captures may do anything
+  s.pool.give(n);
+  // A worker asleep until this timer's due time wakes then, finds nothing, and sleeps on.
+  return true;
+}
+
+void sync_manager::invoke_function(work_priority priority, function_ref fn) {
+  if (static_cast<std::size_t>(priority) >= work_priority_count) {
+    throw sync_error(std::errc::invalid_argument, "sync_manager::invoke: no such priority " +
+                                                      std::to_string(static_cast<int>(priority)));
+  }
+  if (!worker_ready_.load(std::memory_order_acquire)) start_for_work("invoke");
+  internal::worker_state& s = *state_;
+  std::unique_ptr<internal::invoke_context> call = internal::lease_invoke_context();
+  call->word.store(internal::invoke_context::pending, std::memory_order_relaxed);  // relaxed: published by the queue lock
+  call->fn = fn;
+  call->error = nullptr;
+  call->node.priority = priority;
+  call->node.invoke = call.get();
+  {
+    std::unique_lock lock(s.queue_mutex);
+    if (s.closed) {
+      lock.unlock();
+      internal::return_invoke_context(std::move(call));
+      throw sync_error(stopped_error, "sync_manager::invoke: the sync manager has been stopped");
+    }
+    call->node.id = s.next_id++;
+    s.queue.push_ready(call->node);
+    s.count_push();
+  }
+  if (s.on_worker()) {
+    s.pump_until(*call);
+  } else {
+    s.wake_if_sleeping();
+    call->wait_until_done();
+  }
+  std::exception_ptr error = std::move(call->error);
+  internal::return_invoke_context(std::move(call));
+  if (error) std::rethrow_exception(error);
+}
+
+// --- Processes -------------------------------------------------------------------------------
+
+process_handle sync_manager::open_process(pid_t pid) {
+  if (!worker_ready_.load(std::memory_order_acquire)) start_for_work("open_process");
+  std::shared_ptr<internal::process_object> process = internal::process_object::open(pid);
+  process_handle h = internal::waits_access::make_process_handle(process);
+  state_->processes.watch(std::move(process));
+  // The worker may sleep on its futex, not yet in epoll: wake it so that it sleeps there next.
+  state_->wake();
+  return h;
+}
+
+// --- Test access -----------------------------------------------------------------------------
+
+namespace internal {
+
+std::uint64_t sync_manager_access::node_allocations(const sync_manager& m) noexcept {
+  return m.state_->pool.allocations();
+}
+
+std::uint64_t sync_manager_access::items_queued(const sync_manager& m) noexcept {
+  return m.state_->pushes.load(std::memory_order_relaxed);  // relaxed: tests poll it
+}
+
+std::uint64_t sync_manager_access::node_pool_bound(std::uint64_t most_queued) noexcept {
+  return most_queued + static_cast<std::uint64_t>(worker_state::spent_batch);
+}
+
+std::uint64_t sync_manager_access::invoke_context_allocations() noexcept {
+  return internal::invoke_context_allocations();
+}
+
+}  // namespace internal
 
 }  // namespace palrt::sync

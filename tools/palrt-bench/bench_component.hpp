@@ -65,5 +65,6 @@ using bench_registrar = bench_subcommand (*)(CLI::App& tool);
 bench_subcommand register_barrier(CLI::App& tool);
 bench_subcommand register_handles(CLI::App& tool);
 bench_subcommand register_finalizer(CLI::App& tool);
+bench_subcommand register_invoke(CLI::App& tool);
 
 }  // namespace palrt::bench

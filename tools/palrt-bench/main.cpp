@@ -36,6 +36,7 @@ constexpr bench_registrar registry[] = {
     register_barrier,
     register_handles,
     register_finalizer,
+    register_invoke,
 };
 
 using palrt::tools::one_line;

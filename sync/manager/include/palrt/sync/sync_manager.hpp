@@ -1,31 +1,139 @@
-// The sync manager: the waitable objects and the worker thread a runtime's PAL needs.
+// The sync manager: the worker thread a runtime's PAL needs for posted work, timers and
+// process monitoring, and the way to open process handles.
 //
-// What it does today: its worker's lifecycle. The worker starts lazily, at the first
-// request that needs it, unless the host asks for it eagerly at bootstrap (a thread nobody
-// uses yet is startup cost for nothing; upstream CoreCLR is removing its eager startup sync
-// thread for that reason). Nothing posts work to it yet, so a wake-up finds nothing to run.
+//   sync::sync_manager& m = *rt->services().sync_manager;
+//   m.post(sync::work_priority::normal, [] { ... });           // runs on the worker, later
+//   int n = m.invoke(sync::work_priority::high, [] { return 42; });  // runs there, waits
+//   auto child = m.open_process(pid);  sync::wait_one(child);  child.exit_status();
 //
-// Thread-safe: every member may be called from any thread; the lifecycle calls are
-// serialised by one lock.
+// The worker starts lazily, at the first request that needs it (post, invoke, open_process),
+// unless the host starts it eagerly at bootstrap (a thread nobody uses yet is startup cost
+// for nothing; upstream CoreCLR is removing its eager startup sync thread for that reason).
+// It always starts through pal's thread factory, so after membarrier registration.
+//
+// Work queue: post() queues a function and returns; invoke() queues it and waits for it,
+// returning its result or rethrowing its exception in the caller. The worker runs the oldest
+// item of the highest priority first (work_priority.hpp). post_after() runs an item once a
+// delay has passed. cancel() removes a posted item that has not started.
+//
+// Allocation: none in steady state. Posted items' queue nodes come from a pool (node_pool.hpp)
+// and a function of up to task::inline_size bytes is stored in the node; each calling thread's
+// invoke context (its wait word and queue node) is leased from a thread-local single-slot
+// pool (lease_slot.hpp). A nested invoke (from inside a work item, on the worker) runs the
+// queue until its item is done, with a context of its own: it allocates one, by design.
+// Measured in palrt-bench invoke (docs/BENCHMARKS.md).
+//
+// An invoke from the worker itself (inside a work item) does not deadlock: it runs the queue,
+// in priority order, until its own item has run. A posted item that throws is counted
+// (stats().failed_items) and the worker carries on: nobody waits for it.
+//
+// Stopping: request_stop()/stop() close the queue; items still queued never run: an invoke
+// waiting for one throws sync_error(ECANCELED), posted ones are destroyed and counted
+// (stats().cancelled_at_stop). After a stop, post/invoke/open_process throw sync_error
+// (ESHUTDOWN) until ensure_worker_started() is called again. Processes are watched only while
+// the worker runs: a process that exits after the stop is neither reaped nor signalled (its
+// handle stays unsignalled, so wait on it with a timeout if the manager may stop first).
+//
+// Thread-safe: every member may be called from any thread (stop() not from the worker).
 #pragma once
 
-#include <chrono>
-#include <mutex>
+#include <sys/types.h>
 
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <type_traits>
+#include <utility>
+
+#include "palrt/sync/task.hpp"
+#include "palrt/sync/process_handle.hpp"
 #include "palrt/sync/service_thread.hpp"
+#include "palrt/sync/work_priority.hpp"
 
 namespace palrt::sync {
 
 namespace internal {
 class sync_manager_access;
-}
+class worker_state;
+struct work_node;
+}  // namespace internal
+
+// Names one posted item, for cancel(). Valid as long as its sync_manager is.
+class work_ticket {
+ public:
+  work_ticket() noexcept = default;  // names nothing
+
+ private:
+  friend class sync_manager;
+  work_ticket(internal::work_node* node, std::uint64_t id) noexcept : node_(node), id_(id) {}
+  internal::work_node* node_ = nullptr;
+  std::uint64_t id_ = 0;
+};
 
 class sync_manager {
  public:
   sync_manager();
+  sync_manager(const sync_manager&) = delete;
+  sync_manager& operator=(const sync_manager&) = delete;
+  // Stops the worker (default timeout) if it runs.
+  ~sync_manager();
 
-  // Starts the worker if it is not running yet and returns once it runs its loop. Throws
-  // pal::thread_start_error or pal::barrier_error, having started nothing.
+  // --- Work ------------------------------------------------------------------------------
+  // Queues `fn` (a void() callable) to run on the worker; starts the worker if needed.
+  // Throws sync_error(ESHUTDOWN) after a stop, pal::thread_start_error / pal::barrier_error
+  // if the worker cannot start, std::bad_alloc; nothing is queued then.
+  template <class F>
+  work_ticket post(work_priority priority, F&& fn) {
+    return post_task(priority, std::nullopt, task(std::forward<F>(fn)));
+  }
+  // The same, to run once `delay` (>= 0, monotonic) has passed; then in priority order with
+  // the rest. Also throws sync_error(EINVAL) for a negative delay.
+  template <class F>
+  work_ticket post_after(std::chrono::nanoseconds delay, work_priority priority, F&& fn) {
+    return post_task(priority, delay, task(std::forward<F>(fn)));
+  }
+  // Removes a posted item that has not started (its function is destroyed unrun): true.
+  // false if it ran, runs now, was cancelled already, or the ticket names nothing.
+  bool cancel(const work_ticket& ticket) noexcept;
+
+  // Runs `fn` on the worker and waits; returns its result or rethrows its exception. Throws
+  // like post(), and sync_error(ECANCELED) if the manager stopped before `fn` ran.
+  template <class F>
+  std::invoke_result_t<F&> invoke(work_priority priority, F&& fn) {
+    using R = std::invoke_result_t<F&>;
+    if constexpr (std::is_void_v<R>) {
+      auto call = [&fn] { fn(); };
+      invoke_function(priority, function_ref(call));
+    } else if constexpr (std::is_reference_v<R>) {
+      std::remove_reference_t<R>* result = nullptr;
+      auto call = [&fn, &result] { result = &fn(); };
+      invoke_function(priority, function_ref(call));
+      return static_cast<R>(*result);
+    } else {
+      std::optional<R> result;
+      auto call = [&fn, &result] { result.emplace(fn()); };
+      invoke_function(priority, function_ref(call));
+      return std::move(*result);
+    }
+  }
+
+  // Whether the calling thread is the worker (inside a work item).
+  bool on_worker_thread() const noexcept;
+
+  // --- Processes -------------------------------------------------------------------------
+  // A handle to process `pid`, signalled when it exits (process_handle.hpp); starts the
+  // worker if needed. Throws sync_error: ESRCH if there is no such process (it exited and
+  // was reaped already, or never existed), EINVAL for pid <= 0, ESHUTDOWN after a stop, the
+  // errno of pidfd_open/epoll otherwise (ENOSYS before Linux 5.3); like post() for the worker.
+  process_handle open_process(pid_t pid);
+
+  // --- Lifecycle -------------------------------------------------------------------------
+  // Starts the worker if it is not running yet and returns once it runs its loop; reopens
+  // the queue after a stop. Throws pal::thread_start_error or pal::barrier_error, having
+  // started nothing.
   void ensure_worker_started();
   // Creates the worker without waiting for it to run (the bootstrap's eager start, which
   // waits for all its service threads at once); throws like the above.
@@ -33,15 +141,31 @@ class sync_manager {
   // Returns once a launched worker runs its loop; at once if none was launched.
   void wait_until_worker_running();
   bool worker_started() const noexcept;
-  // Asks the worker to finish without waiting (stop() then joins it).
+  // Closes the queue and asks the worker to finish without waiting (stop() then joins it).
   void request_stop() noexcept;
   // true if the worker was joined within `timeout` (or never started); false if it missed
   // the deadline and was detached (the caller reports it).
   bool stop(std::chrono::nanoseconds timeout = service_thread::default_stop_timeout);
 
+  struct work_stats {
+    std::uint64_t failed_items = 0;       // posted items whose function threw
+    std::uint64_t cancelled_at_stop = 0;  // items that never ran because of a stop
+  };
+  work_stats stats() const noexcept;
+
  private:
   friend class internal::sync_manager_access;
+  work_ticket post_task(work_priority priority, std::optional<std::chrono::nanoseconds> delay, task fn);
+  void invoke_function(work_priority priority, function_ref fn);
+  // The lazy start: throws sync_error(ESHUTDOWN) after a stop, or what the start throws.
+  void start_for_work(const char* operation);
+  void start_locked();
+  void request_stop_locked() noexcept;
+
+  std::shared_ptr<internal::worker_state> state_;  // co-owned by the worker's loop
   mutable std::mutex start_mutex_;
+  bool stopped_ = false;                   // guarded by start_mutex_
+  std::atomic<bool> worker_ready_{false};  // started and not stopped: the lazy-start fast path
   service_thread worker_;
 };
 

@@ -1,0 +1,61 @@
+// palrt's record of one thread: the waitable thread object (signalled at exit), the futex
+// word its waits sleep on, its APC queue and the mutexes it owns.
+//
+// Made on the thread's first use of the waits and owned by a thread_local holder plus any
+// thread handles. The holder's destructor runs when the thread exits (for every thread,
+// however it was started): under objects_lock() it marks the record exited, abandons the
+// mutexes it owns and satisfies the record's waiters; the APCs still queued are destroyed
+// after the lock is released (they may hold anything).
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+
+#include "palrt/sync/internal/waitable_object.hpp"
+
+namespace palrt::sync::internal {
+
+class mutex_object;
+
+class thread_record final : public waitable_object {
+ public:
+  explicit thread_record(pid_t tid) noexcept : tid_(tid) {}
+  ~thread_record() override;
+
+  bool signalled_for(const thread_record&) const noexcept override { return exited_; }
+  bool acquire(thread_record&) noexcept override { return false; }
+
+  pid_t tid() const noexcept { return tid_; }
+
+  // The word this thread's waits sleep on: 0 while waiting, 1 once completed. Stored under
+  // objects_lock() by whoever completes the wait; read by the thread without the lock.
+  std::atomic<std::uint32_t> wait_word{0};
+
+  // Under objects_lock().
+  bool exited_ = false;
+  waiter* current_wait_ = nullptr;  // the wait the thread is in, if any
+  std::deque<std::function<void()>> apcs_;
+  mutex_object* owned_mutexes_ = nullptr;  // intrusive list through mutex_object
+
+  // On the thread itself, at exit (see above).
+  void exit() noexcept;
+
+ private:
+  const pid_t tid_;
+};
+
+// The calling thread's record (made on first use; throws std::bad_alloc only).
+thread_record& current_thread_record();
+std::shared_ptr<thread_record> current_thread_record_shared();
+
+// On the calling thread, outside any lock: runs its queued APCs, in order, until none is
+// left (including APCs queued by the APCs). An exception from an APC propagates to the
+// waiter's caller; the APCs after it stay queued for the next alertable wait.
+void run_queued_apcs(thread_record& self);
+
+}  // namespace palrt::sync::internal

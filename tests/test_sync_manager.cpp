@@ -1,0 +1,448 @@
+// The sync manager: its priority work queue (post, invoke, post_after, cancel), the pools
+// that keep a steady state free of allocation, the nested invoke the lease pattern exists
+// for, stopping with work queued, and process handles with real children. No test orders
+// events with a sleep: a test that needs the worker busy blocks it on an event it controls.
+#include <doctest/doctest.h>
+#include <sched.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "palrt/core/clock.h"
+#include "palrt/sync/event.hpp"
+#include "palrt/sync/internal/sync_manager_access.hpp"
+#include "palrt/sync/process_handle.hpp"
+#include "palrt/sync/sync_manager.hpp"
+#include "palrt/sync/wait.hpp"
+#include "scale.hpp"
+
+using namespace palrt;
+using namespace std::chrono_literals;
+using sync::event_handle;
+using sync::event_reset;
+using sync::sync_error;
+using sync::wait_status;
+using sync::work_priority;
+using sync::internal::sync_manager_access;
+
+extern char** environ;
+
+namespace {
+
+bool eventually(const std::function<bool()>& done, std::chrono::seconds bound = 10s) {
+  const auto until = std::chrono::steady_clock::now() + bound;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    sched_yield();
+  }
+  return true;
+}
+
+int error_of(const std::function<void()>& call, std::string* message = nullptr) {
+  try {
+    call();
+  } catch (const sync_error& e) {
+    if (message) *message = e.what();
+    return e.code().value();
+  }
+  return 0;
+}
+
+// Keeps the worker inside one work item until release(): items posted meanwhile queue up.
+class worker_gate {
+ public:
+  explicit worker_gate(sync::sync_manager& m) {
+    m.post(work_priority::high, [this] {
+      entered_.set();
+      sync::wait_one(release_);
+    });
+    REQUIRE(sync::wait_one(entered_, 10s).status == wait_status::signalled);
+  }
+  void release() { release_.set(); }
+
+ private:
+  event_handle entered_{event_reset::manual};
+  event_handle release_{event_reset::manual};
+};
+
+pid_t spawn_shell(const std::string& script) {
+  const char* argv[] = {"/bin/sh", "-c", script.c_str(), nullptr};
+  pid_t pid = -1;
+  const int err = ::posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char* const*>(argv), environ);
+  REQUIRE_MESSAGE(err == 0, "posix_spawn /bin/sh: " << err);
+  return pid;
+}
+
+}  // namespace
+
+// --- Work queue ------------------------------------------------------------------------------
+
+TEST_CASE("post: starts the worker lazily and runs the work there") {
+  sync::sync_manager m;
+  CHECK_FALSE(m.worker_started());
+  std::atomic<pid_t> ran_on{0};
+  std::atomic<bool> on_worker{false};
+  event_handle done(event_reset::manual);
+  m.post(work_priority::normal, [&] {
+    ran_on = static_cast<pid_t>(::gettid());
+    on_worker = m.on_worker_thread();
+    done.set();
+  });
+  REQUIRE(sync::wait_one(done, 10s).status == wait_status::signalled);
+  CHECK(m.worker_started());
+  CHECK(ran_on.load() == sync_manager_access::worker(m).tid());
+  CHECK(on_worker.load());
+  CHECK_FALSE(m.on_worker_thread());
+  CHECK(m.stop(2s));
+}
+
+TEST_CASE("post: priorities run highest first, first in first out within one") {
+  sync::sync_manager m;
+  worker_gate gate(m);
+  std::vector<std::string> order;  // only the worker touches it until the final invoke
+  const auto record = [&](std::string s) { return [&order, s] { order.push_back(s); }; };
+  m.post(work_priority::low, record("low-1"));
+  m.post(work_priority::normal, record("normal-1"));
+  m.post(work_priority::background, record("background-1"));
+  m.post(work_priority::high, record("high-1"));
+  m.post(work_priority::normal, record("normal-2"));
+  m.post(work_priority::high, record("high-2"));
+  m.post(work_priority::low, record("low-2"));
+  gate.release();
+  m.invoke(work_priority::background, [] {});  // runs after everything above
+  CHECK(order == std::vector<std::string>{"high-1", "high-2", "normal-1", "normal-2", "low-1", "low-2",
+                                          "background-1"});
+}
+
+TEST_CASE("cancel: removes an item that has not started; not one that ran; a stale ticket cancels nothing") {
+  sync::sync_manager m;
+  worker_gate gate(m);
+  std::atomic<int> ran{0};
+  auto ticket = m.post(work_priority::normal, [&] { ran.fetch_add(1); });
+  auto kept = m.post(work_priority::normal, [&] { ran.fetch_add(10); });
+  CHECK(m.cancel(ticket));
+  CHECK_FALSE(m.cancel(ticket));  // already cancelled
+  CHECK_FALSE(m.cancel(sync::work_ticket{}));
+  // The cancelled item's node goes back to the pool and serves the next post: the old ticket
+  // must not cancel that one.
+  auto reuse = m.post(work_priority::normal, [&] { ran.fetch_add(100); });
+  CHECK_FALSE(m.cancel(ticket));
+  gate.release();
+  m.invoke(work_priority::background, [] {});
+  CHECK(ran.load() == 110);
+  CHECK_FALSE(m.cancel(kept));  // ran
+  CHECK_FALSE(m.cancel(reuse));
+}
+
+TEST_CASE("invoke: returns the result, rethrows the exception, on the worker") {
+  sync::sync_manager m;
+  CHECK(m.invoke(work_priority::normal, [] { return 42; }) == 42);
+  CHECK(m.invoke(work_priority::high, [] { return std::string(100, 'x'); }) == std::string(100, 'x'));
+  int target = 1;
+  int& ref = m.invoke(work_priority::normal, [&]() -> int& { return target; });
+  CHECK(&ref == &target);
+  bool ran = false;
+  m.invoke(work_priority::low, [&] { ran = true; });
+  CHECK(ran);
+  CHECK(m.invoke(work_priority::normal, [&] { return m.on_worker_thread(); }));
+  struct custom_error : std::runtime_error {
+    using std::runtime_error::runtime_error;
+  };
+  CHECK_THROWS_AS(m.invoke(work_priority::normal, []() -> int { throw custom_error("from the worker"); }), custom_error);
+  try {
+    m.invoke(work_priority::normal, [] { throw std::logic_error("kept"); });
+  } catch (const std::logic_error& e) {
+    CHECK(std::string(e.what()) == "kept");
+  }
+  CHECK(m.invoke(work_priority::normal, [] { return 7; }) == 7);  // the worker carries on
+}
+
+TEST_CASE("invoke: nested from inside a work item runs (no deadlock) and takes a context of its own") {
+  sync::sync_manager m;
+  m.invoke(work_priority::normal, [] {});  // the worker's and this thread's first uses
+  const std::uint64_t before = sync_manager_access::invoke_context_allocations();
+  // Two levels deep on the worker: the outer invoke holds the worker's leased context, so the
+  // inner one must allocate its own rather than overwrite it.
+  const int r = m.invoke(work_priority::normal, [&] {
+    const int inner = m.invoke(work_priority::high, [&] {
+      return m.invoke(work_priority::low, [] { return 3; }) * 2;
+    });
+    return inner + 1;
+  });
+  CHECK(r == 7);
+  const std::uint64_t nested = sync_manager_access::invoke_context_allocations() - before;
+  CHECK(nested >= 1);  // the lease pattern's fallback
+  CHECK(nested <= 2);
+  // And back to steady state: no more allocations for plain invokes.
+  const std::uint64_t after_nesting = sync_manager_access::invoke_context_allocations();
+  for (int i = 0; i < 100; ++i) m.invoke(work_priority::normal, [] {});
+  CHECK(sync_manager_access::invoke_context_allocations() == after_nesting);
+}
+
+TEST_CASE("invoke from the worker runs the items queued ahead of it first, in priority order") {
+  sync::sync_manager m;
+  std::vector<int> order;
+  m.invoke(work_priority::normal, [&] {
+    m.post(work_priority::high, [&] { order.push_back(1); });
+    m.post(work_priority::low, [&] { order.push_back(3); });
+    m.invoke(work_priority::normal, [&] { order.push_back(2); });
+    order.push_back(4);
+  });
+  m.invoke(work_priority::background, [] {});
+  CHECK(order == std::vector<int>{1, 2, 4, 3});
+}
+
+TEST_CASE("steady state: post reuses a bounded set of queue nodes, invoke reuses each thread's context") {
+  sync::sync_manager m;
+  std::atomic<long> executed{0};
+  const long batch = 64;
+  m.invoke(work_priority::background, [] {});  // this thread leases its invoke context
+  const std::uint64_t contexts = sync_manager_access::invoke_context_allocations();
+  // Rounds of a batch of posts, then an invoke that waits for them: at most a batch plus the
+  // gate's item is ever queued at once.
+  const long rounds = 200 * palrt::testing::scale();
+  {
+    worker_gate gate(m);  // the first batch is all queued at once
+    for (long i = 0; i < batch; ++i) m.post(work_priority::normal, [&] { executed.fetch_add(1); });
+    gate.release();
+  }
+  m.invoke(work_priority::background, [] {});  // the batch ran
+  for (long r = 0; r < rounds; ++r) {
+    for (long i = 0; i < batch; ++i) m.post(work_priority::normal, [&] { executed.fetch_add(1); });
+    CHECK(m.invoke(work_priority::background, [r] { return r; }) == r);
+  }
+  CHECK(executed.load() == batch * (rounds + 1));
+  // The pool grew to at most its bound and then reused its nodes: over 12,800 posts, fewer
+  // than a hundred allocations, however the worker and this thread interleaved.
+  const std::uint64_t bound = sync_manager_access::node_pool_bound(batch + 1);
+  CHECK_MESSAGE(sync_manager_access::node_allocations(m) <= bound,
+                sync_manager_access::node_allocations(m) << " queue nodes allocated; the bound is " << bound);
+  CHECK_MESSAGE(sync_manager_access::invoke_context_allocations() == contexts, "invoke contexts allocated after the first");
+}
+
+TEST_CASE("post: an item that throws is counted and the worker carries on") {
+  sync::sync_manager m;
+  m.post(work_priority::normal, [] { throw std::runtime_error("posted"); });
+  m.post(work_priority::normal, [] { throw 5; });
+  CHECK(m.invoke(work_priority::background, [] { return 1; }) == 1);
+  CHECK(m.stats().failed_items == 2);
+}
+
+TEST_CASE("post_after: runs once its delay has passed, not before; cancelled before, never") {
+  sync::sync_manager m;
+  event_handle done(event_reset::manual);
+  std::int64_t ran_at = 0;
+  std::atomic<bool> cancelled_ran{false};
+  const std::int64_t posted_at = palrt_monotonic_ns();
+  auto cancelled = m.post_after(20ms, work_priority::normal, [&] { cancelled_ran = true; });
+  m.post_after(30ms, work_priority::normal, [&] {
+    ran_at = palrt_monotonic_ns();
+    done.set();
+  });
+  m.post_after(0ms, work_priority::low, [] {});  // due at once
+  auto never = m.post_after(std::chrono::nanoseconds::max(), work_priority::low, [] {});  // clamped, not overflowed
+  CHECK(m.cancel(cancelled));
+  REQUIRE(sync::wait_one(done, 10s).status == wait_status::signalled);
+  CHECK(ran_at - posted_at >= std::chrono::nanoseconds(30ms).count());
+  m.invoke(work_priority::background, [] {});
+  CHECK_FALSE(cancelled_ran.load());
+  CHECK(m.cancel(never));
+  CHECK(error_of([&] { m.post_after(-1ms, work_priority::normal, [] {}); }) == EINVAL);
+}
+
+TEST_CASE("stop: queued work is cancelled and counted; a waiting invoke throws ECANCELED; later work is refused") {
+  sync::sync_manager m;
+  worker_gate gate(m);
+  std::atomic<int> ran{0};
+  m.post(work_priority::normal, [&] { ran.fetch_add(1); });
+  m.post_after(1h, work_priority::normal, [&] { ran.fetch_add(1); });
+  int invoke_error = 0;
+  const std::uint64_t queued_before = sync_manager_access::items_queued(m);
+  std::thread caller([&] { invoke_error = error_of([&] { m.invoke(work_priority::low, [&] { ran.fetch_add(1); }); }); });
+  REQUIRE(eventually([&] { return sync_manager_access::items_queued(m) == queued_before + 1; }));  // it waits
+  m.request_stop();
+  gate.release();
+  CHECK(m.stop(2s));
+  caller.join();
+  CHECK(invoke_error == ECANCELED);
+  CHECK(ran.load() == 0);
+  CHECK(m.stats().cancelled_at_stop == 3);  // the post, the timer, the invoke
+  std::string message;
+  CHECK(error_of([&] { m.post(work_priority::normal, [] {}); }, &message) == ESHUTDOWN);
+  CHECK(message.find("stopped") != std::string::npos);
+  CHECK(error_of([&] { m.invoke(work_priority::normal, [] {}); }) == ESHUTDOWN);
+  m.ensure_worker_started();  // reopens
+  CHECK(m.invoke(work_priority::normal, [] { return 5; }) == 5);
+  CHECK(m.stop(2s));
+}
+
+TEST_CASE("lifecycle: a start after request_stop() alone waits for the old worker and serves work again") {
+  sync::sync_manager m;
+  CHECK(m.invoke(work_priority::normal, [] { return 1; }) == 1);
+  const pid_t first = sync_manager_access::worker(m).tid();
+  m.request_stop();
+  CHECK(error_of([&] { m.post(work_priority::normal, [] {}); }) == ESHUTDOWN);
+  m.ensure_worker_started();
+  CHECK(m.invoke(work_priority::normal, [] { return static_cast<pid_t>(::gettid()); }) != first);
+  CHECK(m.stop(2s));
+  CHECK_FALSE(m.worker_started());
+}
+
+TEST_CASE("stress: several threads post and invoke at once; every item runs exactly once") {
+  sync::sync_manager m;
+  const int threads = 4;
+  const long per_thread = 2000 * palrt::testing::scale();
+  std::vector<std::atomic<int>> runs(static_cast<std::size_t>(threads * per_thread));
+  std::vector<std::thread> posters;
+  std::atomic<long> wrong_results{0};
+  for (int t = 0; t < threads; ++t) {
+    posters.emplace_back([&, t] {
+      for (long i = 0; i < per_thread; ++i) {
+        const std::size_t slot = static_cast<std::size_t>(t * per_thread + i);
+        const auto p = static_cast<work_priority>(i % 4);
+        if (i % 3 == 0) {
+          if (m.invoke(p, [&runs, slot] { return runs[slot].fetch_add(1) + 1; }) != 1) wrong_results.fetch_add(1);
+        } else {
+          m.post(p, [&runs, slot] { runs[slot].fetch_add(1); });
+        }
+      }
+    });
+  }
+  for (auto& p : posters) p.join();
+  m.invoke(work_priority::background, [] {});
+  long lost = 0, doubled = 0;
+  for (const auto& r : runs) {
+    lost += r.load() == 0;
+    doubled += r.load() > 1;
+  }
+  CHECK_MESSAGE(lost == 0, lost << " items never ran");
+  CHECK_MESSAGE(doubled == 0, doubled << " items ran more than once");
+  CHECK(wrong_results.load() == 0);
+}
+
+// --- Processes -------------------------------------------------------------------------------
+
+TEST_CASE("process handle: signalled at exit with the exit code; a killed child reports its signal") {
+  sync::sync_manager m;
+  auto exits3 = m.open_process(spawn_shell("exit 3"));
+  auto killed = m.open_process(spawn_shell("kill -KILL $$"));
+  REQUIRE(sync::wait_one(exits3, 10s).status == wait_status::signalled);
+  REQUIRE(sync::wait_one(killed, 10s).status == wait_status::signalled);
+  CHECK(exits3.has_exited());
+  CHECK(exits3.exit_status().code == 3);
+  CHECK(exits3.exit_status().signal == 0);
+  CHECK(killed.exit_status().signal == SIGKILL);
+  // palrt reaped them: nothing is left for waitpid.
+  CHECK(::waitpid(exits3.pid(), nullptr, WNOHANG) == -1);
+  CHECK(errno == ECHILD);
+}
+
+TEST_CASE("process handle: exit status while running is an error; the handle survives until exit") {
+  sync::sync_manager m;
+  int pipe_fds[2];
+  REQUIRE(::pipe(pipe_fds) == 0);
+  // The child waits for its stdin to close: it runs exactly as long as the test wants.
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[0], 0);
+  posix_spawn_file_actions_addclose(&actions, pipe_fds[1]);
+  const char* argv[] = {"/bin/sh", "-c", "read line; exit 7", nullptr};
+  pid_t pid = -1;
+  REQUIRE(::posix_spawn(&pid, "/bin/sh", &actions, nullptr, const_cast<char* const*>(argv), environ) == 0);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(pipe_fds[0]);
+  auto child = m.open_process(pid);
+  CHECK(child.pid() == pid);
+  CHECK_FALSE(child.has_exited());
+  std::string message;
+  CHECK(error_of([&] { child.exit_status(); }, &message) == EBUSY);
+  CHECK(message.find("still running") != std::string::npos);
+  CHECK(sync::wait_one(child, 0ns).status == wait_status::timed_out);
+  ::close(pipe_fds[1]);
+  REQUIRE(sync::wait_one(child, 10s).status == wait_status::signalled);
+  CHECK(child.exit_status().code == 7);
+}
+
+TEST_CASE("process handles: many children at once, each with its own status, waited on together") {
+  sync::sync_manager m;
+  const int children = 48;
+  std::vector<sync::process_handle> handles;
+  for (int i = 0; i < children; ++i) handles.push_back(m.open_process(spawn_shell("exit " + std::to_string(i))));
+  std::vector<sync::handle> all(handles.begin(), handles.end());
+  REQUIRE(sync::wait_all(all, 30s).status == wait_status::signalled);
+  int wrong = 0;
+  for (int i = 0; i < children; ++i) wrong += handles[static_cast<std::size_t>(i)].exit_status().code != i;
+  CHECK_MESSAGE(wrong == 0, wrong << " children reported another exit code");
+  // Also while the worker is busy with a stream of work: exits are still noticed.
+  auto late = m.open_process(spawn_shell("exit 9"));
+  std::atomic<bool> stop{false};
+  std::thread poster([&] {
+    while (!stop.load()) m.invoke(work_priority::normal, [] {});
+  });
+  CHECK(sync::wait_one(late, 10s).status == wait_status::signalled);
+  stop = true;
+  poster.join();
+  CHECK(late.exit_status().code == 9);
+}
+
+TEST_CASE("process handle: a pid already reaped is an error that says so") {
+  sync::sync_manager m;
+  const pid_t pid = spawn_shell("exit 0");
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  std::string message;
+  CHECK(error_of([&] { m.open_process(pid); }, &message) == ESRCH);
+  CHECK(message.find("reaped") != std::string::npos);
+  CHECK(error_of([&] { m.open_process(0); }) == EINVAL);
+  CHECK(error_of([&] { m.open_process(-5); }) == EINVAL);
+  // Nothing else disturbed: the manager still works.
+  CHECK(m.invoke(work_priority::normal, [] { return 1; }) == 1);
+}
+
+TEST_CASE("process handle: a process that is not our child is signalled at exit, its status unavailable") {
+  sync::sync_manager m;
+  // A grandchild, orphaned by its parent's exit: alive, not our child. It exits when its
+  // stdin (a pipe we hold) closes.
+  int to_grandchild[2], pid_pipe[2];
+  REQUIRE(::pipe(to_grandchild) == 0);
+  REQUIRE(::pipe(pid_pipe) == 0);
+  const pid_t middle = ::fork();
+  REQUIRE(middle >= 0);
+  if (middle == 0) {
+    // Async-signal-safe calls only: the test process has threads.
+    const pid_t grandchild = ::fork();
+    if (grandchild == 0) {
+      ::close(to_grandchild[1]);
+      char c;
+      while (::read(to_grandchild[0], &c, 1) > 0) {
+      }
+      ::_exit(5);
+    }
+    [[maybe_unused]] ssize_t n = ::write(pid_pipe[1], &grandchild, sizeof grandchild);
+    ::_exit(0);
+  }
+  ::close(to_grandchild[0]);
+  ::close(pid_pipe[1]);
+  pid_t grandchild = -1;
+  REQUIRE(::read(pid_pipe[0], &grandchild, sizeof grandchild) == static_cast<ssize_t>(sizeof grandchild));
+  ::close(pid_pipe[0]);
+  int status = 0;
+  REQUIRE(::waitpid(middle, &status, 0) == middle);
+  REQUIRE(grandchild > 0);
+  auto other = m.open_process(grandchild);
+  ::close(to_grandchild[1]);
+  REQUIRE(sync::wait_one(other, 10s).status == wait_status::signalled);
+  std::string message;
+  CHECK(error_of([&] { other.exit_status(); }, &message) == ECHILD);
+  CHECK(message.find("unavailable") != std::string::npos);
+  CHECK(message.find("not a child") != std::string::npos);
+}

@@ -1,0 +1,539 @@
+// palrt-bench invoke: the sync manager's work queue and waits beside their baselines.
+//
+// Cases (DESIGN.md metrics):
+//   invoke       cross-thread round trip: a caller hands a tiny function to the server
+//                thread and waits for its result. p50_ns, p99_ns (per call, as the caller
+//                sees it), allocs_per_op (every thread's heap allocations / calls).
+//   post         fire-and-forget: callers queue tiny functions as fast as the server runs
+//                them (at most 1024 outstanding per caller). ops_per_s (functions run per
+//                second, the final drain included), allocs_per_op.
+//   wait-any-64  palrt only: a thread blocked in wait_any over 64 auto-reset events; another
+//                sets one of them (a different one each time). p50_ns from the set() call to
+//                the waiter's return.
+// Variants (invoke, post): palrt (sync_manager::invoke/post at normal priority), condvar (a
+// std::deque of std::function under a std::mutex, a std::condition_variable for the server
+// and one per call for the caller: the textbook ping-pong), asio (boost::asio::io_context
+// and boost::asio::post, the call's completion signalled as in condvar).
+// `threads` counts the calling threads; there is one server thread per variant.
+// Targets: invoke p50 <= 1.2x condvar; 0 allocs per invoke and per post in steady state.
+
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <CLI/CLI.hpp>
+
+#include <palrt/pal/thread_factory.hpp>
+#include <palrt/pal/wake_event.hpp>
+#include <palrt/sync/event.hpp>
+#include <palrt/sync/sync_manager.hpp>
+#include <palrt/sync/wait.hpp>
+
+#include "alloc_counter.hpp"
+#include "bench_affinity.hpp"
+#include "bench_component.hpp"
+#include "bench_report.hpp"
+#include "bench_timing.hpp"
+
+namespace palrt::bench {
+namespace {
+
+// The most calls one caller records latencies for per repetition; beyond it calls still
+// count, only their latency is not kept (4 bytes each, reserved before measuring so that
+// recording allocates nothing).
+constexpr std::size_t max_recorded_per_caller = std::size_t{1} << 20;
+// Flow control for `post`: a caller waits for the server while this many of its items are
+// queued, so the queue (and a baseline's memory) stays bounded.
+constexpr std::uint64_t max_outstanding_posts = 1024;
+
+std::int64_t now_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(bench_clock::now().time_since_epoch()).count();
+}
+
+// --- Servers: one thread each, serving one variant --------------------------------------------
+
+class server {
+ public:
+  virtual ~server() = default;
+  // Runs x + 1 on the server thread and returns it.
+  virtual std::uint64_t invoke(std::uint64_t x) = 0;
+  // Queues `++executed` to the server thread (release: the caller's acquire load that sees the
+  // count sees the item done, so it may free what the item touched).
+  virtual void post(std::atomic<std::uint64_t>& executed) = 0;
+  // Pins the server thread to `cpu` (best effort).
+  virtual void pin(int cpu) = 0;
+};
+
+class palrt_server final : public server {
+ public:
+  palrt_server() { manager_.ensure_worker_started(); }
+  ~palrt_server() override { manager_.stop(); }
+  std::uint64_t invoke(std::uint64_t x) override {
+    return manager_.invoke(sync::work_priority::normal, [x] { return x + 1; });
+  }
+  void post(std::atomic<std::uint64_t>& executed) override {
+    manager_.post(sync::work_priority::normal, [&executed] { executed.fetch_add(1, std::memory_order_release); });
+  }
+  void pin(int cpu) override {
+    manager_.invoke(sync::work_priority::normal, [cpu] { pin_current_thread(cpu); });
+  }
+
+ private:
+  sync::sync_manager manager_;
+};
+
+// What both baselines share: a caller waits for its call with a mutex and a condition
+// variable, as code without palrt would.
+struct baseline_call {
+  std::uint64_t in = 0, out = 0;
+  bool done = false;
+  std::condition_variable cv;
+};
+
+class condvar_server final : public server {
+ public:
+  condvar_server() : thread_(pal::start_thread({"bench-condvar"}, [this] { loop(); })) {}
+  ~condvar_server() override {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    work_.notify_one();
+    thread_.join();
+  }
+  std::uint64_t invoke(std::uint64_t x) override {
+    baseline_call call;
+    call.in = x;
+    {
+      std::lock_guard lock(mutex_);
+      queue_.emplace_back([this, &call] {
+        std::lock_guard done_lock(mutex_);
+        call.out = call.in + 1;
+        call.done = true;
+        call.cv.notify_one();  // under the lock: the caller cannot return and destroy cv first
+      });
+    }
+    work_.notify_one();
+    std::unique_lock lock(mutex_);
+    call.cv.wait(lock, [&] { return call.done; });
+    return call.out;
+  }
+  void post(std::atomic<std::uint64_t>& executed) override {
+    {
+      std::lock_guard lock(mutex_);
+      queue_.emplace_back([&executed] { executed.fetch_add(1, std::memory_order_release); });
+    }
+    work_.notify_one();
+  }
+  void pin(int cpu) override {
+    {
+      std::lock_guard lock(mutex_);
+      queue_.emplace_back([cpu] { pin_current_thread(cpu); });
+    }
+    work_.notify_one();
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      std::function<void()> fn;
+      {
+        std::unique_lock lock(mutex_);
+        work_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        fn = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      fn();
+    }
+  }
+  std::mutex mutex_;
+  std::condition_variable work_;
+  std::deque<std::function<void()>> queue_;
+  bool stop_ = false;
+  pal::managed_thread thread_;
+};
+
+class asio_server final : public server {
+ public:
+  asio_server()
+      : guard_(boost::asio::make_work_guard(context_)),
+        thread_(pal::start_thread({"bench-asio"}, [this] { context_.run(); })) {}
+  ~asio_server() override {
+    guard_.reset();
+    context_.stop();
+    thread_.join();
+  }
+  std::uint64_t invoke(std::uint64_t x) override {
+    baseline_call call;
+    call.in = x;
+    boost::asio::post(context_, [this, &call] {
+      std::lock_guard lock(mutex_);
+      call.out = call.in + 1;
+      call.done = true;
+      call.cv.notify_one();
+    });
+    std::unique_lock lock(mutex_);
+    call.cv.wait(lock, [&] { return call.done; });
+    return call.out;
+  }
+  void post(std::atomic<std::uint64_t>& executed) override {
+    boost::asio::post(context_, [&executed] { executed.fetch_add(1, std::memory_order_release); });
+  }
+  void pin(int cpu) override {
+    boost::asio::post(context_, [cpu] { pin_current_thread(cpu); });
+  }
+
+ private:
+  boost::asio::io_context context_{1};  // one thread runs it: asio may skip some locking
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_;
+  std::mutex mutex_;  // the callers' completions
+  pal::managed_thread thread_;
+};
+
+// --- Calling threads ----------------------------------------------------------------------
+
+// `count` threads that run one function together, once per run(), and stay for the next: a
+// slice starts by waking them rather than by starting threads. Coordination allocates nothing.
+class caller_team {
+ public:
+  caller_team(int count, const std::vector<int>& cpus) : count_(count) {
+    for (int i = 0; i < count; ++i) {
+      const std::optional<int> cpu =
+          cpus.empty() ? std::nullopt : std::optional<int>(cpus[static_cast<std::size_t>(i) % cpus.size()]);
+      threads_.push_back(pal::start_thread({"bench-caller-" + std::to_string(i)}, [this, i, cpu] {
+        if (cpu) pin_current_thread(*cpu);
+        serve(i);
+      }));
+    }
+  }
+  ~caller_team() {
+    {
+      std::lock_guard lock(mutex_);
+      quit_ = true;
+    }
+    start_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  caller_team(const caller_team&) = delete;
+  caller_team& operator=(const caller_team&) = delete;
+
+  // Runs fn(caller index) on every thread at once; returns when all have returned.
+  void run(const std::function<void(int)>& fn) {
+    std::unique_lock lock(mutex_);
+    fn_ = &fn;
+    running_ = count_;
+    ++generation_;
+    start_.notify_all();
+    finished_.wait(lock, [&] { return running_ == 0; });
+    fn_ = nullptr;
+  }
+
+ private:
+  void serve(int index) {
+    std::uint64_t seen = 0;
+    for (;;) {
+      const std::function<void(int)>* fn;
+      {
+        std::unique_lock lock(mutex_);
+        start_.wait(lock, [&] { return quit_ || generation_ != seen; });
+        if (quit_) return;
+        seen = generation_;
+        fn = fn_;
+      }
+      (*fn)(index);
+      std::lock_guard lock(mutex_);
+      if (--running_ == 0) finished_.notify_one();
+    }
+  }
+
+  const int count_;
+  std::mutex mutex_;
+  std::condition_variable start_, finished_;
+  const std::function<void(int)>* fn_ = nullptr;
+  std::uint64_t generation_ = 0;
+  int running_ = 0;
+  bool quit_ = false;
+  std::vector<pal::managed_thread> threads_;
+};
+
+// --- Measurement --------------------------------------------------------------------------
+
+struct contender {
+  std::string name;
+  // This repetition: each caller's latencies (invoke), calls, allocations, time.
+  std::vector<std::vector<std::uint32_t>> latencies;
+  std::vector<std::atomic<std::uint64_t>> executed;  // post: per caller
+  std::unique_ptr<server> srv;  // last: destroyed (its thread joined) before what it touches
+  std::uint64_t ops = 0;
+  std::uint64_t allocs = 0;
+  std::int64_t elapsed_ns = 0;
+};
+
+double percentile(std::vector<std::uint32_t>& v, double p) {
+  if (v.empty()) return 0.0;
+  const auto k = static_cast<std::size_t>(p * static_cast<double>(v.size() - 1));
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+  return v[k];
+}
+
+// One slice of `budget` for one contender, on every caller.
+void invoke_slice(contender& c, caller_team& team, std::chrono::nanoseconds budget, bool record) {
+  std::atomic<std::uint64_t> ops{0};
+  const std::function<void(int)> fn = [&](int caller) {
+    auto& lat = c.latencies[static_cast<std::size_t>(caller)];
+    const std::int64_t end = now_ns() + budget.count();
+    std::uint64_t n = 0, x = 0;
+    for (std::int64_t t0 = now_ns(); t0 < end; ++n) {
+      x = c.srv->invoke(x);
+      const std::int64_t t1 = now_ns();
+      if (record && lat.size() < lat.capacity()) lat.push_back(static_cast<std::uint32_t>(std::min<std::int64_t>(t1 - t0, UINT32_MAX)));
+      t0 = t1;
+    }
+    ops.fetch_add(n, std::memory_order_relaxed);  // relaxed: read after run() returns
+  };
+  const std::uint64_t allocs_before = heap_allocations();
+  team.run(fn);
+  if (record) {
+    c.allocs += heap_allocations() - allocs_before;
+    c.ops += ops.load(std::memory_order_relaxed);
+  }
+}
+
+void post_slice(contender& c, caller_team& team, std::chrono::nanoseconds budget, bool record) {
+  std::atomic<std::uint64_t> posted_total{0};
+  const std::function<void(int)> fn = [&](int caller) {
+    std::atomic<std::uint64_t>& executed = c.executed[static_cast<std::size_t>(caller)];
+    // relaxed here and in the flow control: counts only; the drain below acquires.
+    const std::uint64_t base = executed.load(std::memory_order_relaxed);
+    std::uint64_t posted = 0;
+    const std::int64_t end = now_ns() + budget.count();
+    while (now_ns() < end) {
+      for (int i = 0; i < 16; ++i) {
+        while (posted - (executed.load(std::memory_order_relaxed) - base) >= max_outstanding_posts) sched_yield();
+        c.srv->post(executed);
+        ++posted;
+      }
+    }
+    // The drain counts. acquire: pairs with the items' release increments.
+    while (executed.load(std::memory_order_acquire) - base < posted) sched_yield();
+    posted_total.fetch_add(posted, std::memory_order_relaxed);  // relaxed: read after run() returns
+  };
+  const std::uint64_t allocs_before = heap_allocations();
+  const std::int64_t t0 = now_ns();
+  team.run(fn);
+  const std::int64_t t1 = now_ns();
+  if (record) {
+    c.allocs += heap_allocations() - allocs_before;
+    c.ops += posted_total.load(std::memory_order_relaxed);
+    c.elapsed_ns += t1 - t0;
+  }
+}
+
+std::string format(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
+}
+
+void measure_queue_cases(const bench_settings& settings, bench_report& report, int callers, const cpu_plan& plan) {
+  std::vector<contender> contenders(3);
+  contenders[0].name = std::string(palrt_variant);
+  contenders[0].srv = std::make_unique<palrt_server>();
+  contenders[1].name = "condvar";
+  contenders[1].srv = std::make_unique<condvar_server>();
+  contenders[2].name = "asio";
+  contenders[2].srv = std::make_unique<asio_server>();
+  // Servers on one CPU, callers on the others (all CPUs when there is only one).
+  std::vector<int> caller_cpus = plan.measuring_cpu ? std::vector<int>{*plan.measuring_cpu} : std::vector<int>{};
+  if (!plan.load_cpus.empty()) {
+    for (auto& c : contenders) c.srv->pin(plan.load_cpus.front());
+    for (std::size_t i = 1; i < plan.load_cpus.size(); ++i) caller_cpus.push_back(plan.load_cpus[i]);
+  }
+  for (auto& c : contenders) {
+    c.latencies.resize(static_cast<std::size_t>(callers));
+    for (auto& l : c.latencies) l.reserve(max_recorded_per_caller);
+    c.executed = std::vector<std::atomic<std::uint64_t>>(static_cast<std::size_t>(callers));
+  }
+  caller_team team(callers, caller_cpus);
+
+  const std::chrono::nanoseconds budget = settings.run_budget();
+  const std::int64_t slices = std::max<std::int64_t>(1, budget / interleave_slice);
+  std::minstd_rand shuffler(0x51c);
+  std::vector<std::size_t> order{0, 1, 2};
+
+  for (const bool is_invoke : {true, false}) {
+    const char* case_name = is_invoke ? "invoke" : "post";
+    report.progress(std::string(case_name) + " with " + std::to_string(callers) + " calling thread" +
+                    (callers == 1 ? "" : "s") + ": 3 variants x " + std::to_string(settings.repetitions()) +
+                    " repetitions");
+    // Warm-up, discarded: pools and queues grow to their steady size, code and data get hot.
+    for (auto& c : contenders) {
+      if (is_invoke) {
+        invoke_slice(c, team, budget / 10, false);
+      } else {
+        post_slice(c, team, budget / 10, false);
+      }
+    }
+    std::vector<std::vector<double>> p50(3), p99(3), allocs(3), rate(3);
+    for (int rep = 0; rep < settings.repetitions(); ++rep) {
+      for (auto& c : contenders) {
+        for (auto& l : c.latencies) l.clear();
+        c.ops = c.allocs = 0;
+        c.elapsed_ns = 0;
+      }
+      for (std::int64_t s = 0; s < slices; ++s) {
+        std::shuffle(order.begin(), order.end(), shuffler);
+        for (const std::size_t i : order) {
+          if (is_invoke) {
+            invoke_slice(contenders[i], team, interleave_slice, true);
+          } else {
+            post_slice(contenders[i], team, interleave_slice, true);
+          }
+        }
+      }
+      for (std::size_t i = 0; i < contenders.size(); ++i) {
+        contender& c = contenders[i];
+        allocs[i].push_back(c.ops ? static_cast<double>(c.allocs) / static_cast<double>(c.ops) : 0.0);
+        if (is_invoke) {
+          std::vector<std::uint32_t> all;
+          for (auto& l : c.latencies) {
+            all.insert(all.end(), l.begin(), l.end());  // after the slices: not counted
+            l.clear();
+          }
+          p50[i].push_back(percentile(all, 0.50));
+          p99[i].push_back(percentile(all, 0.99));
+        } else {
+          rate[i].push_back(c.elapsed_ns ? static_cast<double>(c.ops) * 1e9 / static_cast<double>(c.elapsed_ns) : 0.0);
+        }
+      }
+    }
+    for (std::size_t i = 0; i < contenders.size(); ++i) {
+      const std::string& v = contenders[i].name;
+      if (is_invoke) {
+        report.add({case_name, v, callers, "p50_ns", median(p50[i])});
+        report.add({case_name, v, callers, "p99_ns", median(p99[i])});
+        report.progress("  " + v + ": p50 " + format(median(p50[i])) + " ns (repetitions " +
+                        format(spread_of(p50[i]).min) + " .. " + format(spread_of(p50[i]).max) + "), p99 " +
+                        format(median(p99[i])) + " ns");
+      } else {
+        report.add({case_name, v, callers, "ops_per_s", median(rate[i])});
+        report.progress("  " + v + ": " + format(median(rate[i])) + " ops/s");
+      }
+      report.add({case_name, v, callers, "allocs_per_op", median(allocs[i])});
+    }
+  }
+}
+
+void measure_wait_any(const bench_settings& settings, bench_report& report, const cpu_plan& plan) {
+  constexpr std::size_t events_count = 64;
+  std::vector<sync::event_handle> events;
+  for (std::size_t i = 0; i < events_count; ++i) events.emplace_back(sync::event_reset::automatic);
+  const std::vector<sync::handle> objects(events.begin(), events.end());
+  std::atomic<std::int64_t> stamp{0};
+  std::atomic<bool> stop{false};
+  pal::wake_event ack;
+  std::vector<std::uint32_t> latencies;
+  latencies.reserve(max_recorded_per_caller);
+  std::atomic<bool> record{false};
+  std::optional<int> waiter_cpu = plan.load_cpus.empty() ? std::nullopt : std::optional<int>(plan.load_cpus.front());
+  pal::managed_thread waiter = pal::start_thread({"bench-waitany"}, [&] {
+    if (waiter_cpu) pin_current_thread(*waiter_cpu);
+    for (;;) {
+      const sync::wait_result r = sync::wait_any(objects);
+      const std::int64_t t1 = now_ns();
+      // acquire: the setter's stamp and stop flag, stored before its set().
+      if (stop.load(std::memory_order_acquire)) return;
+      // relaxed: `record` and `stamp` were stored before the set() that woke us, which
+      // publishes them (the objects' lock and the wait word's release/acquire).
+      if (record.load(std::memory_order_relaxed) && latencies.size() < latencies.capacity())
+        latencies.push_back(static_cast<std::uint32_t>(std::min<std::int64_t>(t1 - stamp.load(std::memory_order_relaxed), UINT32_MAX)));
+      (void)r;
+      ack.set();
+    }
+  });
+  // The setter on the measuring CPU, the waiter on another: a cross-CPU wake-up every time,
+  // as for invoke. Left to the scheduler, the two sometimes share a CPU and the wake-up is
+  // ten times cheaper, which makes the median depend on placement, not on palrt.
+  if (plan.measuring_cpu) pin_current_thread(*plan.measuring_cpu);
+  report.progress("wait-any-64: palrt x " + std::to_string(settings.repetitions()) + " repetitions");
+  std::vector<double> p50;
+  std::size_t next = 0;
+  const auto run_for_budget = [&](std::chrono::nanoseconds budget) {
+    const std::int64_t end = now_ns() + budget.count();
+    while (now_ns() < end) {
+      next = (next + 17) % events_count;  // a different event each time, all of them in turn
+      stamp.store(now_ns(), std::memory_order_relaxed);  // relaxed: published by set()'s lock
+      events[next].set();
+      ack.wait();
+    }
+  };
+  run_for_budget(settings.run_budget() / 10);  // warm-up
+  record.store(true, std::memory_order_relaxed);  // relaxed: published by the next set()
+  for (int rep = 0; rep < settings.repetitions(); ++rep) {
+    run_for_budget(settings.run_budget());
+    // The last ack came after the waiter's last record and before its next: the latencies
+    // are ours until the next set().
+    p50.push_back(percentile(latencies, 0.50));
+    latencies.clear();
+  }
+  stop.store(true, std::memory_order_release);
+  events[0].set();
+  waiter.join();
+  report.add({"wait-any-64", std::string(palrt_variant), 1, "p50_ns", median(p50)});
+  report.progress("  palrt: p50 " + format(median(p50)) + " ns");
+}
+
+void run_invoke(const bench_settings& settings, bench_report& report) {
+  const std::vector<int> thread_counts = settings.thread_counts({1});
+  const cpu_plan plan = plan_cpus();
+  affinity_guard restore_affinity;
+  report.describe_case("invoke",
+                       "a calling thread hands x -> x + 1 to the server thread and waits for the result; threads = "
+                       "calling threads, one server thread per variant, pinned to a CPU of its own where there "
+                       "are two or more. p50_ns / p99_ns: each call's round trip as its caller sees it, over all "
+                       "calls of a repetition; allocs_per_op: heap allocations of the whole process (counting "
+                       "operator new) / calls. Variants interleaved in shuffled 1 ms slices; median of " +
+                           std::to_string(settings.repetitions()) + " repetitions.");
+  report.describe_case("post",
+                       "calling threads queue ++counter to the server thread as fast as it runs them (at most " +
+                           std::to_string(max_outstanding_posts) +
+                           " outstanding per caller); ops_per_s: functions run / wall time including the final "
+                           "drain; allocs_per_op as for invoke.");
+  report.describe_case("wait-any-64",
+                       "palrt only: one thread blocked in wait_any over 64 auto-reset events, another, on "
+                       "another CPU where there are two, sets one (a different one each time) and waits for an "
+                       "acknowledgement; p50_ns from set() to wait_any's return; threads = 1 (one waiter) "
+                       "whatever --threads says.");
+  for (const int callers : thread_counts) measure_queue_cases(settings, report, callers, plan);
+  measure_wait_any(settings, report, plan);
+}
+
+}  // namespace
+
+bench_subcommand register_invoke(CLI::App& tool) {
+  CLI::App* command = tool.add_subcommand(
+      "invoke",
+      "The sync manager's work queue: invoke round trip and post throughput beside a mutex+condvar queue "
+      "and boost::asio, and wait_any's wake-up latency over 64 events");
+  return {command, run_invoke};
+}
+
+}  // namespace palrt::bench
