@@ -24,6 +24,8 @@
 #include "palrt/sync/sync_manager.hpp"
 #include "palrt/sync/wait.hpp"
 #include "scale.hpp"
+#include "sync_error_of.hpp"
+#include "thread_state.hpp"
 
 using namespace palrt;
 using namespace std::chrono_literals;
@@ -36,26 +38,10 @@ using sync::internal::sync_manager_access;
 
 extern char** environ;
 
+using palrt::testing::error_of;
+using palrt::testing::eventually;
+
 namespace {
-
-bool eventually(const std::function<bool()>& done, std::chrono::seconds bound = 10s) {
-  const auto until = std::chrono::steady_clock::now() + bound;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    sched_yield();
-  }
-  return true;
-}
-
-int error_of(const std::function<void()>& call, std::string* message = nullptr) {
-  try {
-    call();
-  } catch (const sync_error& e) {
-    if (message) *message = e.what();
-    return e.code().value();
-  }
-  return 0;
-}
 
 // Keeps the worker inside one work item until release(): items posted meanwhile queue up.
 class worker_gate {

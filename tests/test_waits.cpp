@@ -21,6 +21,8 @@
 #include "palrt/sync/thread_handle.hpp"
 #include "palrt/sync/wait.hpp"
 #include "scale.hpp"
+#include "sync_error_of.hpp"
+#include "thread_state.hpp"
 
 using namespace palrt;
 using namespace std::chrono_literals;
@@ -34,31 +36,14 @@ using sync::sync_error;
 using sync::wait_status;
 using sync::internal::waits_access;
 
-namespace {
+using palrt::testing::error_of;
+using palrt::testing::eventually;
 
-bool eventually(const std::function<bool()>& done, std::chrono::seconds bound = 10s) {
-  const auto until = std::chrono::steady_clock::now() + bound;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    sched_yield();
-  }
-  return true;
-}
+namespace {
 
 // The object has `n` threads blocked on it: what a test waits for instead of sleeping.
 bool has_waiters(const handle& h, std::size_t n) {
   return eventually([&] { return waits_access::waiter_count(h) == n; });
-}
-
-// The errno a call throws as sync_error, or 0 if it throws nothing (other exceptions fail).
-int error_of(const std::function<void()>& call, std::string* message = nullptr) {
-  try {
-    call();
-  } catch (const sync_error& e) {
-    if (message) *message = e.what();
-    return e.code().value();
-  }
-  return 0;
 }
 
 bool signalled_now(const handle& h) { return sync::wait_one(h, 0ns).status == wait_status::signalled; }
