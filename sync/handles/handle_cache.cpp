@@ -1,7 +1,7 @@
 // Each thread's caches of free handle slots, and the registry of live tables they return
 // their slots to when the thread exits.
 //
-// The fast path is one thread-local compare (internal::thread_caches): a thread's last table
+// The fast path is one thread-local compare (current_thread_cache): a thread's last table
 // and its caches. Threads that use several tables switch the hint on the slow path. A thread
 // owns its caches' memory; a table owns its blocks. When a thread exits, it returns its free
 // slots to each table that still exists (under the registry's lock, which a table's

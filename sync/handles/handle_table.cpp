@@ -279,7 +279,7 @@ namespace {
 
 // A free slot for a thread whose cache of `kind` is empty, or that uses another table than
 // last time, or has no cache (exiting: straight from the blocks).
-[[gnu::noinline]] std::atomic<void*>* allocate_slow(std::uint64_t serial, internal::handle_table_state& state,
+[[gnu::noinline]] std::atomic<void*>* slot_from_cache_or_block(std::uint64_t serial, internal::handle_table_state& state,
                                                     const handle_table* owner, handle_kind kind) {
   const auto k = static_cast<std::size_t>(kind);
   if (internal::handle_table_caches* caches = internal::thread_caches_slow(serial)) {
@@ -297,7 +297,7 @@ namespace {
 // Takes a released slot when the thread's cache of its kind is full (half of it goes back to
 // the blocks), when the thread used another table last, or has no cache (exiting, or out of
 // memory for its first one: straight to the block).
-[[gnu::noinline]] void release_slow(std::uint64_t serial, internal::handle_table_state& state, handle_kind kind,
+[[gnu::noinline]] void release_to_cache_or_block(std::uint64_t serial, internal::handle_table_state& state, handle_kind kind,
                                     std::atomic<void*>* slot) noexcept {
   handle_kind_state& k = state.kinds[static_cast<std::size_t>(kind)];
   internal::handle_table_caches* caches = nullptr;
@@ -319,7 +319,7 @@ namespace {
 
 }  // namespace
 
-gc_handle handle_table::allocate(handle_kind kind, void* target, void* secondary) {
+gc_handle handle_table::allocate_slow(handle_kind kind, void* target, void* secondary) {
   const auto k = static_cast<std::size_t>(kind);
   if (k >= handle_kind_count) [[unlikely]]
     throw std::invalid_argument("palrt: handle_table::allocate: unknown handle kind");
@@ -330,7 +330,7 @@ gc_handle handle_table::allocate(handle_kind kind, void* target, void* secondary
   if (hint.serial == serial_ && hint.caches->kinds[k].count > 0) [[likely]]
     slot = hint.caches->kinds[k].slots[--hint.caches->kinds[k].count];
   else
-    slot = allocate_slow(serial_, *state_, this, kind);
+    slot = slot_from_cache_or_block(serial_, *state_, this, kind);
   if (kind == handle_kind::dependent) {
     handle_block* block = handle_block::of(slot);
     // relaxed: published by the release store of the target below.
@@ -340,36 +340,29 @@ gc_handle handle_table::allocate(handle_kind kind, void* target, void* secondary
   return gc_handle(slot);
 }
 
-void* handle_table::release(gc_handle h) noexcept {
+void* handle_table::release_slow(gc_handle h) noexcept {
   handle_block* block = block_of(h, "release");
-  void* const marker = internal::free_slot_marker();
-  void* old;
-  if (PALRT_HANDLE_CHECKS || block->secondaries) {
-    // A dependent handle's old primary decides who drops its secondary (the owner, or the
-    // sweep that cleared it): an exchange, so exactly one of them sees it. Checked builds
-    // exchange for every kind, so that two racing releases cannot both succeed.
-    // acq_rel: acquire makes the target's last writer's stores visible to the caller (who may
-    // act on the returned target); release orders the caller's last uses of the slot before
-    // the slot's next owner.
-    old = h.slot_->exchange(marker, std::memory_order_acq_rel);
-    if (block->secondaries) block->secondaries[block->index_of(h.slot_)].store(nullptr, std::memory_order_relaxed);
-  } else {
-    // The other kinds: a load and a store, no atomic read-modify-write (half the cost of a
-    // pair). A sweep racing this release either clears the slot first (we overwrite its
-    // null) or fails its compare-exchange on the marker; nobody's ownership depends on it.
-    old = h.slot_->load(std::memory_order_acquire);
-    if (old != marker) h.slot_->store(marker, std::memory_order_release);
-  }
-  if (old == marker) misuse("release", h.slot_, "the handle was already released");
+  // An exchange here, always: a dependent handle's old primary decides who drops its
+  // secondary (the owner, or the sweep that cleared it), so exactly one of them may see it;
+  // and in checked builds two racing releases of one handle cannot both succeed. The inline
+  // fast path (release builds, the other kinds) does a load and a store instead, half the
+  // cost: a sweep racing it either clears the slot first (the store overwrites its null) or
+  // fails its compare-exchange on the marker, and nobody's ownership depends on the result.
+  // acq_rel: acquire makes the target's last writer's stores visible to the caller (who may
+  // act on the returned target); release orders the caller's last uses of the slot before the
+  // slot's next owner.
+  void* old = h.slot_->exchange(internal::free_slot_marker(), std::memory_order_acq_rel);
+  if (old == internal::free_slot_marker()) misuse("release", h.slot_, "the handle was already released");
+  if (block->secondaries) block->secondaries[block->index_of(h.slot_)].store(nullptr, std::memory_order_relaxed);
   const internal::thread_cache_hint hint = internal::current_thread_cache;
-  if (hint.serial == serial_) [[likely]] {
+  if (hint.serial == serial_) {
     handle_cache& cache = hint.caches->kinds[static_cast<std::size_t>(block->kind)];
-    if (cache.count < handle_cache::capacity) [[likely]] {
+    if (cache.count < handle_cache::capacity) {
       cache.slots[cache.count++] = h.slot_;
       return old;
     }
   }
-  release_slow(serial_, *state_, block->kind, h.slot_);
+  release_to_cache_or_block(serial_, *state_, block->kind, h.slot_);
   return old;
 }
 
@@ -458,7 +451,7 @@ void handle_table_access::fail_block_allocations(handle_table& table, int n) noe
 }
 
 std::size_t handle_table_access::cached_free_slots(const handle_table& table, handle_kind kind) {
-  handle_table_caches* caches = thread_caches(table.serial_);
+  handle_table_caches* caches = thread_caches_slow(table.serial_);
   return caches ? caches->kinds[static_cast<std::size_t>(kind)].count : 0;
 }
 

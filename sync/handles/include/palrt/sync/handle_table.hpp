@@ -30,9 +30,11 @@
 // bitmask has a bit set for each slot handed out of the block; a sweep walks set bits. A
 // thread allocates from a cache of free slots of its own (one per table and kind, up to
 // 256), refilled 128 slots at a time from the blocks under the kind's lock, and releases into
-// it, so the
-// steady state takes no lock and writes no shared cache line: an allocate/release pair is
-// one atomic exchange and a few plain stores (docs/BENCHMARKS.md, `palrt-bench handles`).
+// it, so the steady state takes no lock and writes no shared cache line. The fast paths are
+// inline (at the end of this file): in a release build an allocate/release pair of a strong or
+// weak handle is two plain stores, a load and a few compares, ~5 ns on the machines of
+// docs/BENCHMARKS.md (`palrt-bench handles`); a dependent handle's release, and every release
+// in a checked build, is an atomic exchange instead (out of line).
 // A slot in a thread's cache still has its bit set and holds a reserved "free" marker, which
 // sweeps skip. Blocks are never returned while the table lives (the table's size is its
 // high-water mark), which is what lets release be lock-free from any thread and sweeps run
@@ -49,12 +51,12 @@
 // corrupted table cannot be reported any other way). Every build detects a release of a
 // handle already released, a handle of another table, and a pointer into a live block that
 // is not a slot: a read of the block header, usually cached, and of the slot the release
-// writes anyway (no measurable cost). Checked builds (NDEBUG not defined, or ASan/TSan) also
-// detect two releases of one handle racing each other (the release is then an atomic
-// exchange, as it always is for dependent handles: ~2x the cost of a pair), and look the
-// block up in the table's list of blocks under a lock before touching it, so that a wild
-// pointer is reported instead of faulting (tens of nanoseconds per release). In a release
-// build a pointer into unmapped memory faults (SIGSEGV) instead.
+// writes anyway (no measurable cost). Checked builds (the caller's translation unit or palrt
+// compiled without NDEBUG, or with ASan/TSan) release out of line with an atomic exchange, so
+// two racing releases of one handle are caught too (~2x the cost of a pair), and palrt's own
+// checked build also looks the block up in the table's list of blocks under a lock before
+// touching it, so that a wild pointer is reported instead of faulting (tens of nanoseconds
+// per release). Otherwise a pointer into unmapped memory faults (SIGSEGV).
 #pragma once
 
 #include <array>
@@ -66,16 +68,18 @@
 #include <string>
 #include <type_traits>
 
+#include "palrt/sync/detail/handle_fast_path.hpp"
+
 namespace palrt::sync {
 
 namespace internal {
 class handle_table_access;
-struct handle_block;
 struct handle_table_state;
 }  // namespace internal
 
 enum class handle_kind : std::uint8_t { strong, weak_short, weak_long, dependent };
 inline constexpr std::size_t handle_kind_count = 4;
+static_assert(handle_kind_count == internal::handle_kinds);
 const char* handle_kind_name(handle_kind kind) noexcept;  // "strong", "weak-short", ...
 
 // A GC handle: the address of one slot. Plain data, copied freely; owning one (releasing it
@@ -209,9 +213,67 @@ class handle_table {
   std::size_t promote(void* is_alive, predicate_fn, void* mark, visit_fn) const;
 
   internal::handle_block* block_of(gc_handle h, const char* operation) const noexcept;
+  // What the inline fast paths hand over: everything but a slot from or to this thread's
+  // cache of the table it used last, in a release build (handle_table.cpp).
+  gc_handle allocate_slow(handle_kind kind, void* target, void* secondary);
+  void* release_slow(gc_handle h) noexcept;
 
   const std::uint64_t serial_;  // unique per table for the life of the process
   std::unique_ptr<internal::handle_table_state> state_;
 };
+
+// --- The fast paths, inline (the liburcu shape: a few instructions here, the rest out of
+// line in handle_table.cpp). Checked builds of the caller (NDEBUG not defined, or ASan/TSan)
+// always take the out-of-line path with every check. ---
+
+#if !defined(NDEBUG) || defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define PALRT_HANDLE_INLINE_FAST_PATH 0
+#else
+#define PALRT_HANDLE_INLINE_FAST_PATH 1
+#endif
+
+inline gc_handle handle_table::allocate(handle_kind kind, void* target, void* secondary) {
+  if (PALRT_HANDLE_INLINE_FAST_PATH && kind < handle_kind::dependent && !secondary) {
+    const internal::thread_cache_hint hint = internal::current_thread_cache;
+    if (hint.serial == serial_) [[likely]] {
+      internal::handle_cache& cache = hint.caches->kinds[static_cast<std::size_t>(kind)];
+      if (cache.count > 0) [[likely]] {
+        std::atomic<void*>* slot = cache.slots[--cache.count];
+        // release: publishes the target's initialisation to sweeps and readers.
+        slot->store(target, std::memory_order_release);
+        return gc_handle(slot);
+      }
+    }
+  }
+  return allocate_slow(kind, target, secondary);
+}
+
+inline void* handle_table::release(gc_handle h) noexcept {
+  if (PALRT_HANDLE_INLINE_FAST_PATH) {
+    const auto address = reinterpret_cast<std::uintptr_t>(h.slot_);
+    const internal::handle_block* block = internal::handle_block::of(h.slot_);
+    // The release build's misuse checks (see the top of this file): anything unusual, a
+    // dependent handle included, goes to release_slow(), which reports it.
+    if (h.slot_ && address % alignof(std::atomic<void*>) == 0 &&
+        address - reinterpret_cast<std::uintptr_t>(block) >= internal::handle_block_header_bytes &&
+        block->magic == internal::handle_block_magic && block->owner == this && !block->secondaries) [[likely]] {
+      const internal::thread_cache_hint hint = internal::current_thread_cache;
+      if (hint.serial == serial_) [[likely]] {
+        internal::handle_cache& cache = hint.caches->kinds[static_cast<std::size_t>(block->kind)];
+        void* const marker = internal::free_slot_marker();
+        // acquire: the caller may act on the returned target.
+        void* const old = h.slot_->load(std::memory_order_acquire);
+        if (old != marker && cache.count < internal::handle_cache::capacity) [[likely]] {
+          // A load and a store, no read-modify-write: see release_slow() for why that is
+          // enough for these kinds. release: the caller's uses of the slot come before reuse.
+          h.slot_->store(marker, std::memory_order_release);
+          cache.slots[cache.count++] = h.slot_;
+          return old;
+        }
+      }
+    }
+  }
+  return release_slow(h);
+}
 
 }  // namespace palrt::sync

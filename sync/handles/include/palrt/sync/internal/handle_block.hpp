@@ -1,6 +1,7 @@
-// The handle table's memory: blocks of slots, the per-kind state, and the per-thread caches
-// of free slots. Internal to the handle table (and its tests); the protocol is stated in
-// handle_table.hpp and handle_table.cpp.
+// The handle table's private state: the per-kind state and the table's bookkeeping, and
+// the slow paths' helpers. The block and cache layouts that the inline fast paths use are in
+// palrt/sync/detail/handle_fast_path.hpp; the protocol is stated in handle_table.hpp and
+// handle_table.cpp.
 #pragma once
 
 #include <atomic>
@@ -9,65 +10,10 @@
 #include <mutex>
 #include <vector>
 
-#include "palrt/sync/handle_table.hpp"
+#include "palrt/sync/handle_table.hpp"  // with detail/handle_fast_path.hpp
 
 namespace palrt::sync::internal {
 
-// A block is 1 KiB aligned to 1 KiB, so masking a slot's address finds its header. 1 KiB
-// keeps a sweep's walk dense (two 64-bit masks per 120 slots) while a table that holds a few
-// handles stays small. The header is one cache line.
-inline constexpr std::size_t handle_block_bytes = 1024;
-inline constexpr std::size_t handle_block_header_bytes = 64;
-inline constexpr std::size_t handle_block_slots =
-    (handle_block_bytes - handle_block_header_bytes) / sizeof(std::atomic<void*>);
-inline constexpr std::uint64_t handle_block_magic = 0x6b636f6c62746c70;  // "pltblock"
-
-struct alignas(handle_block_bytes) handle_block {
-  std::uint64_t magic = handle_block_magic;
-  const handle_table* owner;
-  handle_kind kind;
-  // This kind's blocks, newest first. Written once, before the block is published; read by
-  // sweeps without a lock (acquire: the header and slots are initialised before).
-  std::atomic<handle_block*> next{nullptr};
-  // Bit i set: slot i is handed out of the block (holds a handle, or sits free in a
-  // thread's cache). Set only under the kind's lock (refill); cleared lock-free (a cache
-  // returning slots). 120 slots, two words.
-  std::atomic<std::uint64_t> taken[2] = {};
-  // Dependent blocks only: each slot's secondary. Null for the other kinds.
-  std::atomic<void*>* secondaries = nullptr;
-  alignas(handle_block_header_bytes) std::atomic<void*> slots[handle_block_slots];
-
-  static handle_block* of(const std::atomic<void*>* slot) noexcept {
-    return reinterpret_cast<handle_block*>(reinterpret_cast<std::uintptr_t>(slot) &
-                                           ~(handle_block_bytes - 1));
-  }
-  std::size_t index_of(const std::atomic<void*>* slot) const noexcept {
-    return static_cast<std::size_t>(slot - slots);
-  }
-};
-static_assert(sizeof(handle_block) == handle_block_bytes);
-static_assert(offsetof(handle_block, slots) == handle_block_header_bytes);
-
-// The value a slot holds while it is free (in a thread's cache, or never handed out): the
-// address of a private byte, so it can equal no host object. Sweeps skip it; release()
-// finding it means the handle was released before.
-inline constexpr char free_slot_marker_byte = 0;
-inline void* free_slot_marker() noexcept { return const_cast<char*>(&free_slot_marker_byte); }
-
-// One thread's free slots of one table and kind. Only its thread touches it.
-struct handle_cache {
-  // A thread holding up to ~capacity/2 handles at a time never touches the blocks; beyond
-  // that, one refill or return per `batch` pairs (under the kind's lock, or one atomic per
-  // block word). 2 KiB per table and kind for each thread that uses it.
-  static constexpr std::uint32_t capacity = 256;
-  static constexpr std::uint32_t batch = 128;  // slots moved per refill or return
-  std::uint32_t count = 0;
-  std::atomic<void*>* slots[capacity];
-};
-
-struct handle_table_caches {
-  handle_cache kinds[handle_kind_count];
-};
 
 struct handle_kind_state {
   // Taken by refill (claiming free bits, growing the table); never on the fast path.
@@ -100,20 +46,8 @@ void return_to_blocks(handle_kind_state& kind, handle_cache& cache, std::uint32_
 void register_table(std::uint64_t serial, handle_table_state* state);
 void unregister_table(std::uint64_t serial) noexcept;
 
-// The calling thread's caches for the table with this serial: the thread's last table is one
-// compare away; another table, or the first use, takes the slow path (which may allocate and
-// throw std::bad_alloc). Null once the thread is exiting and its caches were returned:
-// callers then go to the blocks directly.
-struct thread_cache_hint {
-  std::uint64_t serial;
-  handle_table_caches* caches;
-};
-extern constinit thread_local thread_cache_hint current_thread_cache;
+// The calling thread's caches for the table with this serial, creating them on first use (may
+// throw std::bad_alloc); null once the thread is exiting and its caches were returned.
 handle_table_caches* thread_caches_slow(std::uint64_t serial);
-inline handle_table_caches* thread_caches(std::uint64_t serial) {
-  const thread_cache_hint hint = current_thread_cache;
-  if (hint.serial == serial) [[likely]] return hint.caches;
-  return thread_caches_slow(serial);
-}
 
 }  // namespace palrt::sync::internal
