@@ -226,10 +226,12 @@ class handle_table {
 // line in handle_table.cpp). Checked builds of the caller (NDEBUG not defined, or ASan/TSan)
 // always take the out-of-line path with every check. ---
 
+#ifndef PALRT_HANDLE_INLINE_FAST_PATH  // palrt's tests set it, to run it under the sanitizers
 #if !defined(NDEBUG) || defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define PALRT_HANDLE_INLINE_FAST_PATH 0
 #else
 #define PALRT_HANDLE_INLINE_FAST_PATH 1
+#endif
 #endif
 
 inline gc_handle handle_table::allocate(handle_kind kind, void* target, void* secondary) {
