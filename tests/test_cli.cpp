@@ -365,7 +365,7 @@ TEST_CASE("palrt-bench: handles --quick --json parses with palrt beside mutex-fr
   CHECK(j.at("component").get<std::string>() == "handles");
   CHECK(j.at("machine").at("nproc").get<double>() >= 1);
   CHECK(j.at("machine").at("kernel").is_string());
-  // Every (case, variant, threads) once: the issue's case and the larger working set, each
+  // Every (case, variant, threads) once: the targets' case and the larger working set, each
   // variant measured in the same run, at the default thread counts.
   std::set<std::string> rows;
   for (const auto& row : j.at("results")) {
@@ -401,7 +401,7 @@ TEST_CASE("palrt-bench: finalizer --quick --json parses with drain, wait-pending
   CHECK(j.at("machine").at("nproc").get<double>() >= 1);
   std::set<std::string> rows;
   for (const auto& row : j.at("results")) {
-    CHECK(row.at("variant").get<std::string>() == "palrt");  // the issue names no baseline
+    CHECK(row.at("variant").get<std::string>() == "palrt");  // no baseline is set for it
     const std::string metric = row.at("metric").get<std::string>();
     // The queue may be empty whenever it is looked at, on a fast enough machine.
     if (metric == "queue_high_water") {

@@ -1,6 +1,6 @@
 // palrt-bench finalizer: the finalizer thread, fed by the embedded collector.
 //
-// The issue names no baseline for these cases, so palrt's values are reported alone (one
+// No baseline is set for these cases, so palrt's values are reported alone (one
 // column), in the same format as every component. One handle table, collector and finalizer
 // thread (started as bootstrap starts it, with default options: batches of 256) serve all
 // cases.
@@ -466,7 +466,7 @@ void run_finalizer(const bench_settings& settings, bench_report& report) {
                   (caller_pinned ? "on CPU " + std::to_string(*plan.measuring_cpu) : std::string("not pinned")) +
                   ", finalizer thread " +
                   (finalizer_pinned ? "on CPU " + std::to_string(plan.load_cpus.front()) : std::string("not pinned")));
-  const std::string no_baseline = " No baseline: the issue names none, so palrt's value stands alone.";
+  const std::string no_baseline = " No baseline is set for this case, so palrt's value stands alone.";
   if (single_thread_cases) {
     report.describe_case(
         drain_case, "objects finalized per second while the finalizer thread drains " +

@@ -13,13 +13,13 @@
 // once; ns_per_op = wall time of the slice / the pairs of all of them (so perfect scaling
 // halves it).
 //
-// The issue's case uses a small working set (burst 16: the steady state of a thread's handle
+// The targets' case uses a small working set (burst 16: the steady state of a thread's handle
 // cache, no lock taken). `alloc-release/burst=1024` is a second working set, larger than a
 // thread's cache of 256 slots, that goes through the table's slow paths (a refill of 128 slots
 // under the kind's lock, or a return of 128, every 128 pairs) and past glibc's per-thread
 // malloc cache; it has no target of its own.
 //
-// Targets (issue 6): palrt <= 10 ns per pair on one thread; 2-thread aggregate >= 1.8x one
+// Targets: palrt <= 10 ns per pair on one thread; 2-thread aggregate >= 1.8x one
 // thread (ns_per_op at 2 threads <= 1/1.8 of 1 thread); >= 3x the mutex free list at 2 threads
 // (palrt/mutex-freelist <= 0.33x). The verdicts are printed under the table and on stderr.
 
@@ -47,7 +47,7 @@ namespace palrt::bench {
 namespace {
 
 constexpr const char* ns_per_op = "ns_per_op";
-constexpr int issue_burst = 16;
+constexpr int target_burst = 16;
 constexpr int large_burst = 1024;
 
 // The object every handle refers to; the table never dereferences a target.
@@ -173,7 +173,7 @@ std::string format_ns(double v) {
 }
 
 std::string case_name(int burst) {
-  return burst == issue_burst ? std::string("alloc-release") : "alloc-release/burst=" + std::to_string(burst);
+  return burst == target_burst ? std::string("alloc-release") : "alloc-release/burst=" + std::to_string(burst);
 }
 
 std::string describe(const bench_settings& settings, int burst) {
@@ -188,7 +188,7 @@ std::string describe(const bench_settings& settings, int burst) {
                   "order; median of the slices of each of " +
                   std::to_string(settings.repetitions()) + " repetitions of " + std::to_string(budget_ms) +
                   " ms per variant, then median of the repetitions.";
-  if (burst != issue_burst)
+  if (burst != target_burst)
     d += " A working set larger than a thread's handle cache (256): every 128 pairs a refill of 128 slots "
          "under the kind's lock, or a return of 128. No target.";
   return d;
@@ -208,13 +208,13 @@ std::optional<double> find(const std::vector<measured>& all, int burst, int thre
   return std::nullopt;
 }
 
-// The issue's three targets, each as one line: the numbers, the threshold, met or missed.
+// The three targets, each as one line: the numbers, the threshold, met or missed.
 std::vector<std::string> verdicts(const std::vector<measured>& all) {
   std::vector<std::string> lines;
   char buf[256];
-  const auto one = find(all, issue_burst, 1, palrt_variant);
-  const auto two = find(all, issue_burst, 2, palrt_variant);
-  const auto mutex_two = find(all, issue_burst, 2, "mutex-freelist");
+  const auto one = find(all, target_burst, 1, palrt_variant);
+  const auto two = find(all, target_burst, 2, palrt_variant);
+  const auto mutex_two = find(all, target_burst, 2, "mutex-freelist");
   if (one) {
     std::snprintf(buf, sizeof buf, "palrt at 1 thread %.2f ns per pair (target <= 10 ns): %s", *one,
                   *one <= 10.0 ? "met" : "MISSED");
@@ -240,7 +240,7 @@ void run_handles(const bench_settings& settings, bench_report& report) {
   const std::vector<int> cpus = team_cpus();
   std::vector<measured> all;
 
-  for (const int burst : {issue_burst, large_burst}) {
+  for (const int burst : {target_burst, large_burst}) {
     const std::string name = case_name(burst);
     report.describe_case(name, describe(settings, burst));
     for (const int threads : thread_counts) {

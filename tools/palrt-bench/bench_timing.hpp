@@ -81,7 +81,7 @@ inline sample_spread spread_of(const std::vector<double>& samples) {
 
 // One contender in a comparison.
 struct measured_variant {
-  std::string name;  // "palrt" or the baseline's name as the issue gives it
+  std::string name;  // "palrt" or the baseline's name
   // Runs the variant's operation for about `budget` of wall time (through run_for).
   std::function<timed_run(std::chrono::nanoseconds budget)> run;
 };
