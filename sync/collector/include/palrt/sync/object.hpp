@@ -135,6 +135,7 @@ void reregister_for_finalize(finalizable& o) noexcept;
 template <class T>
 class ref {
  public:
+  using element_type = T;
   ref() noexcept = default;
   ref(std::nullptr_t) noexcept {}
   ref(const ref& other) noexcept : p_(other.p_) {

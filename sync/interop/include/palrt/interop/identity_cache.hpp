@@ -1,0 +1,263 @@
+// palrt::interop::identity_cache: the map from a native identity pointer to the managed
+// wrapper for it (a runtime's RCW cache), and from a managed object to the wrapper native
+// code sees for it (its outbound wrapper, a CCW).
+//
+// A host that exposes native objects to managed code keeps exactly one wrapper per native
+// identity, so that the same native object always shows up as the same managed object. It
+// asks the cache on essentially every native-to-managed transition, and those are hits, while
+// the finalizer thread removes the entries of wrappers that died. So:
+//
+//   palrt::interop::identity_cache cache(collector);
+//   palrt::sync::ref<com_proxy> p = cache.get_or_create<com_proxy>(native, [](const void* id) {
+//     return palrt::sync::make_object<com_proxy>(collector, id);   // QueryInterface etc.
+//   });
+//
+// - Buckets: RoundUpToPowerOf2(processor count), chosen by Fibonacci (multiply-shift)
+//   hashing of the pointer: native objects are at least 16-byte aligned, so their low bits
+//   are constant and masking them would put everything in one bucket.
+// - A hit writes no shared cache line: it probes the bucket's open-addressing table under a
+//   read section of the collector (read_section.hpp: two stores to the calling thread's own
+//   line), loads the entry's weak handle's target and takes a reference. Writers (an insert,
+//   the finalizer's removal, compaction) take the bucket's lock. When tombstones dominate, a
+//   bucket's table is compacted instead of grown; the table it replaces is freed after a
+//   grace period.
+// - An entry stores the handle its wrapper's record already owns (wrapper_record below): one
+//   weak handle per cached wrapper. The cache never frees a handle. When the wrapper dies,
+//   its record is finalized on the finalizer thread: it removes its entry by exact handle
+//   (so an entry made since for the same identity is never removed), then frees its handle.
+// - The factory (the host's QueryInterface-like call) runs with no lock held. When two
+//   threads race to create the wrapper of one identity, one wins, both get the winner, and
+//   the loser's wrapper is simply dropped: nothing refers to it, so it is collected (and
+//   finalized, if it is finalizable) like any other dead object.
+// - A wrapper whose type derives from wrapper_object (wrapper_object.hpp) keeps its record
+//   and its outbound wrapper in its own fields; any other object goes through process-wide
+//   (records) or per-cache (outbound wrappers) side tables keyed weakly on the object. Give
+//   the cache the wrapper's own type (ref<com_proxy>, not ref<object>) so that it sees the
+//   fields without a dynamic_cast.
+//
+// Designs (cache_options::design): `palrt` is the one above. The others are kept so that
+// `palrt-bench cache` compares them in one run, with the same records, handles and
+// contracts: `bucketed_rwlock` (per bucket, one reader-writer lock and one hash map),
+// `single_lock` (one reader-writer lock and one hash map for the whole cache) and
+// `pybind11_shards` (pybind11's registered-instances map for free-threaded Python: shards =
+// RoundUpToPowerOf2(2 x hardware threads), one mutex and one unordered_multimap each,
+// chosen by splitmix64(address >> 20)).
+//
+// Thread safety: every member may be called from any thread concurrently, the finalizer
+// thread's included. Lifetime: the cache may be destroyed while wrappers it made are alive
+// (their records then remove nothing); it must not be destroyed while another thread uses it.
+// Its collector must outlive it, and every wrapper must belong to that collector.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <type_traits>
+#include <utility>
+
+#include "palrt/interop/wrapper_object.hpp"
+#include "palrt/sync/collector.hpp"
+#include "palrt/sync/object.hpp"
+#include "palrt/sync/owned_handle.hpp"
+
+namespace palrt::interop {
+
+enum class cache_design : std::uint8_t { palrt, bucketed_rwlock, single_lock, pybind11_shards };
+// "palrt", "bucketed-rwlock", "single-lock", "pybind11-shards"
+const char* cache_design_name(cache_design design) noexcept;
+
+struct cache_options {
+  cache_design design = cache_design::palrt;
+  // 0: RoundUpToPowerOf2(pal::processor_count()) buckets (pybind11_shards: of twice the
+  // hardware threads); otherwise this many, rounded up to a power of two (at most 4096).
+  std::size_t buckets = 0;
+  // Optional, for diagnostics and benchmarks: called on the thread that removed the entry of
+  // a dead wrapper (its record's finalization, usually the finalizer thread), after the
+  // removal, with no lock held. It must not throw.
+  void (*on_removed)(void* context, const void* identity) noexcept = nullptr;
+  void* on_removed_context = nullptr;
+};
+
+// Relaxed snapshots; entries and tombstones are summed over buckets, each read under its lock.
+struct cache_counters {
+  std::size_t buckets = 0;
+  std::size_t entries = 0;      // entries in the map, dead wrappers not yet removed included
+  std::size_t tombstones = 0;   // removed entries still occupying a slot (palrt design)
+  std::uint64_t inserted = 0;   // wrappers made by a factory and cached
+  std::uint64_t races_lost = 0; // factory results dropped because another thread won
+  std::uint64_t dead_replaced = 0;  // entries of dead wrappers replaced by get_or_create
+  std::uint64_t removed = 0;    // entries removed by exact handle (remove(), finalization)
+  std::uint64_t rebuilds = 0;   // bucket tables grown or compacted (palrt design)
+  std::size_t retired_tables = 0;  // replaced tables waiting for a grace period
+};
+
+// Thrown by get_or_create when the factory returns a wrapper that is already the wrapper of
+// another identity. Nothing was inserted; the cache is unchanged.
+class identity_mismatch : public std::invalid_argument {
+ public:
+  identity_mismatch(const void* asked, const void* registered);
+  const void* asked() const noexcept { return asked_; }
+  const void* registered() const noexcept { return registered_; }
+
+ private:
+  const void* asked_;
+  const void* registered_;
+};
+
+namespace internal {
+struct cache_state;
+class record_key;
+class identity_cache_access;
+// What a type-erased factory hands back: the wrapper, and its wrapper_object fields if its
+// static type has them.
+struct made_wrapper {
+  sync::ref<sync::object> wrapper;
+  wrapper_object* slots = nullptr;
+};
+using factory_fn = made_wrapper (*)(void* factory, const void* argument);
+template <class U>
+wrapper_object* slots_of(U* p) noexcept {
+  if constexpr (std::is_base_of_v<wrapper_object, U>)
+    return p;  // the static type has the fields: no cast at run time
+  else
+    return p ? dynamic_cast<wrapper_object*>(static_cast<sync::object*>(p)) : nullptr;
+}
+}  // namespace internal
+
+// A cached wrapper's record (the place of CoreCLR's NativeObjectWrapper): the identity, and
+// the weak handle to the wrapper that the cache's entry stores. It lives exactly as long as
+// its wrapper (the wrapper's field, or the side table, holds it). Its finalization removes
+// its entry from its cache by exact handle and then frees the handle.
+class wrapper_record final : public sync::finalizable {
+ public:
+  wrapper_record(const internal::record_key&, const void* identity, sync::owned_handle handle,
+                 std::shared_ptr<internal::cache_state> cache) noexcept;
+
+  const void* identity() const noexcept { return identity_; }
+  // The weak (short) handle to the wrapper, null once the record has removed its entry.
+  sync::gc_handle handle() const noexcept { return handle_.get(); }
+  std::uint64_t cache_id() const noexcept { return cache_id_; }
+
+ private:
+  friend class internal::identity_cache_access;
+  void finalize() override;
+  // Also removes the entry if finalize() never ran (no finalizer thread, or suppressed).
+  ~wrapper_record() override;
+  void retire() noexcept;  // remove the entry by exact handle, then free the handle
+
+  const void* const identity_;
+  sync::owned_handle handle_;
+  const std::uint64_t cache_id_;
+  std::shared_ptr<internal::cache_state> cache_;
+};
+
+// The record of `wrapper`, if it is a wrapper some cache made; empty otherwise.
+sync::ref<wrapper_record> record_of(const sync::object& wrapper);
+sync::ref<wrapper_record> record_of(const wrapper_object& wrapper);
+
+class identity_cache {
+ public:
+  explicit identity_cache(sync::collector& collector, cache_options options = {});
+  identity_cache(const identity_cache&) = delete;
+  identity_cache& operator=(const identity_cache&) = delete;
+  ~identity_cache();
+
+  // Unique in the process for its lifetime (never 0, never reused).
+  std::uint64_t id() const noexcept { return id_; }
+  cache_design design() const noexcept;
+  std::size_t bucket_count() const noexcept;
+
+  // The live wrapper of `identity`; if there is none, factory(identity) makes one, with no
+  // lock held, and it is cached (see the top of this file for races). The factory returns a
+  // sync::ref<U>, U derived from sync::object; the result is cast to T (static: the caller
+  // knows the wrapper's type). Throws std::invalid_argument for a null identity, or if the
+  // factory returns null or an object of another collector; identity_mismatch if it returns
+  // the wrapper of another identity; and whatever the factory throws. In each case nothing
+  // was inserted and the cache is usable.
+  template <class T = sync::object, class Factory>
+  sync::ref<T> get_or_create(const void* identity, Factory&& factory) {
+    using made = std::remove_cvref_t<std::invoke_result_t<Factory&, const void*>>;
+    using U = typename made::element_type;
+    internal::factory_fn call = [](void* f, const void* id) -> internal::made_wrapper {
+      sync::ref<U> w = (*static_cast<std::remove_reference_t<Factory>*>(f))(id);
+      wrapper_object* slots = internal::slots_of(w.get());
+      return {sync::ref<sync::object>(std::move(w)), slots};
+    };
+    return sync::static_ref_cast<T>(get_or_create_erased(identity, call, std::addressof(factory)));
+  }
+  // The live wrapper of `identity`, or empty. Never calls out.
+  sync::ref<sync::object> try_get(const void* identity) const;
+  // The hit path without the reference count, for a caller already in a read section
+  // (read_section.hpp): the wrapper of `identity` if it was alive when looked at, else null.
+  // The pointer is valid memory until the section ends; take a reference to keep it.
+  sync::object* find(const void* identity) const noexcept;
+  // Removes the entry of `identity` if it holds exactly `handle` (a wrapper record's handle):
+  // true if it did. An identity that is not cached, or cached with another handle, is left
+  // alone: false. Records call it for themselves; a host calls it to evict a wrapper early
+  // (the wrapper stays alive, and it is cached again if a factory returns it later).
+  bool remove(const void* identity, sync::gc_handle handle) noexcept;
+
+  // The outbound wrapper of `managed` made by this cache; if it has none, factory(managed)
+  // makes one, with no lock held, and it is kept for as long as `managed` lives (the first
+  // to publish wins; the loser's wrapper is dropped). The wrapper must not hold a strong
+  // reference to `managed`, or neither can ever be collected (reference counts cannot see
+  // the cycle): hold it by a weak handle, or strongly only while native code holds it.
+  // Throws std::invalid_argument for an empty `managed` or a null result, and whatever the
+  // factory throws (nothing is kept then).
+  template <class T = sync::object, class M, class Factory>
+  sync::ref<T> get_or_create_outbound(const sync::ref<M>& managed, Factory&& factory) {
+    using made = std::remove_cvref_t<std::invoke_result_t<Factory&, const sync::ref<M>&>>;
+    if (managed) {
+      if (sync::ref<sync::object> hit = try_get_outbound(*managed)) return sync::static_ref_cast<T>(std::move(hit));
+    }
+    auto call = [](void* f, const void* m) -> internal::made_wrapper {
+      const auto& target = *static_cast<const sync::ref<M>*>(m);
+      sync::ref<typename made::element_type> w = (*static_cast<std::remove_reference_t<Factory>*>(f))(target);
+      return {sync::ref<sync::object>(std::move(w)), nullptr};
+    };
+    return sync::static_ref_cast<T>(get_or_create_outbound_erased(
+        managed.get(), managed ? internal::slots_of(managed.get()) : nullptr, call, std::addressof(factory),
+        &managed));
+  }
+  // The outbound wrapper this cache made for `managed`, or empty.
+  template <class M>
+  sync::ref<sync::object> try_get_outbound(const M& managed) const {
+    wrapper_object* slots = internal::slots_of(const_cast<M*>(&managed));
+    if (slots) {
+      if (sync::object* w = field_outbound(*slots)) return own(w);
+    }
+    return try_get_outbound_erased(const_cast<M&>(managed), slots);
+  }
+
+  cache_counters counters() const;
+
+ private:
+  friend class internal::identity_cache_access;
+  sync::ref<sync::object> get_or_create_erased(const void* identity, internal::factory_fn factory, void* context);
+  sync::ref<sync::object> get_or_create_outbound_erased(sync::object* managed, wrapper_object* slots,
+                                                        internal::factory_fn factory, void* context,
+                                                        const void* argument);
+  sync::ref<sync::object> try_get_outbound_erased(sync::object& managed, wrapper_object* slots) const;
+  // The field's wrapper if this cache owns the field (inline: one load and a compare).
+  sync::object* field_outbound(const wrapper_object& slots) const noexcept;
+  static sync::ref<sync::object> own(sync::object* alive) noexcept;
+
+  const std::uint64_t id_;
+  std::shared_ptr<internal::cache_state> state_;
+};
+
+inline sync::object* identity_cache::field_outbound(const wrapper_object& slots) const noexcept {
+  // acquire: the wrapper was initialised, and its id stored, before it was published.
+  sync::object* w = internal::wrapper_access::outbound(slots).load(std::memory_order_acquire);
+  if (w && internal::wrapper_access::outbound_cache_id(slots).load(std::memory_order_relaxed) == id_) return w;
+  return nullptr;
+}
+
+inline sync::ref<sync::object> identity_cache::own(sync::object* alive) noexcept {
+  // The field holds a reference and the caller holds the managed object: `alive` is alive.
+  sync::internal::object_access::add_ref(*alive);
+  return sync::ref<sync::object>::adopt(alive);
+}
+
+}  // namespace palrt::interop

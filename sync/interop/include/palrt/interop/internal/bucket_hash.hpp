@@ -1,0 +1,54 @@
+// How the identity caches pick a bucket for a pointer.
+//
+// Native objects are heap-allocated and at least 16-byte aligned, so the low bits of their
+// addresses are constant: masking an address puts every object in one bucket. palrt
+// multiplies by 2^64 / phi and takes the high bits instead (Fibonacci, or multiply-shift,
+// hashing: a multiply and a shift), which spreads an allocator's arithmetic progressions
+// almost perfectly and random addresses uniformly (tests/test_identity_hash.cpp measures
+// both). The bits just below the bucket's index pick the first slot inside the bucket's
+// table, so keys that share a bucket do not collide again inside it.
+//
+// pybind11_shard() is the pybind11 design the benchmark compares against, written from its
+// description: splitmix64 of the address shifted right by 20 (objects of one allocator
+// arena share a shard on purpose), masked.
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+
+namespace palrt::interop::internal {
+
+inline constexpr std::uint64_t fibonacci_multiplier = 0x9E3779B97F4A7C15ull;
+
+inline std::uint64_t fibonacci_hash(const void* p) noexcept {
+  return reinterpret_cast<std::uintptr_t>(p) * fibonacci_multiplier;
+}
+// The bucket of a hash, for 2^bucket_bits buckets (bucket_bits in 0..12).
+inline std::size_t bucket_of(std::uint64_t hash, unsigned bucket_bits) noexcept {
+  // A shift by 64 is undefined: one bucket takes no bits.
+  return bucket_bits == 0 ? 0 : static_cast<std::size_t>(hash >> (64 - bucket_bits));
+}
+// The first slot inside a bucket's table of 2^slot_bits slots: the bits below the bucket's.
+inline std::size_t first_slot_of(std::uint64_t hash, unsigned bucket_bits, unsigned slot_bits) noexcept {
+  return static_cast<std::size_t>((hash << bucket_bits) >> (64 - slot_bits));
+}
+// What the hash is there to avoid: the address's low bits.
+inline std::size_t masked_bucket_of(const void* p, std::size_t buckets) noexcept {
+  return static_cast<std::size_t>(reinterpret_cast<std::uintptr_t>(p) & (buckets - 1));
+}
+
+inline std::uint64_t splitmix64(std::uint64_t z) noexcept {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+inline std::size_t pybind11_shard(const void* p, std::size_t shard_mask) noexcept {
+  return static_cast<std::size_t>(splitmix64(reinterpret_cast<std::uintptr_t>(p) >> 20) & shard_mask);
+}
+
+// RoundUpToPowerOf2, at least 1.
+inline std::size_t round_up_to_power_of_two(std::size_t n) noexcept { return n <= 1 ? 1 : std::bit_ceil(n); }
+
+}  // namespace palrt::interop::internal
