@@ -49,6 +49,7 @@
 #include "alloc_counter.hpp"
 #include "bench_affinity.hpp"
 #include "bench_component.hpp"
+#include "bench_latency.hpp"
 #include "bench_report.hpp"
 #include "bench_timing.hpp"
 
@@ -62,10 +63,6 @@ constexpr std::size_t max_recorded_per_caller = std::size_t{1} << 20;
 // Flow control for `post`: a caller waits for the server while this many of its items are
 // queued, so the queue (and a baseline's memory) stays bounded.
 constexpr std::uint64_t max_outstanding_posts = 1024;
-
-std::int64_t now_ns() noexcept {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(bench_clock::now().time_since_epoch()).count();
-}
 
 // --- Servers: one thread each, serving one variant --------------------------------------------
 
