@@ -66,5 +66,6 @@ bench_subcommand register_barrier(CLI::App& tool);
 bench_subcommand register_handles(CLI::App& tool);
 bench_subcommand register_finalizer(CLI::App& tool);
 bench_subcommand register_invoke(CLI::App& tool);
+bench_subcommand register_cache(CLI::App& tool);
 
 }  // namespace palrt::bench

@@ -37,6 +37,7 @@ constexpr bench_registrar registry[] = {
     register_handles,
     register_finalizer,
     register_invoke,
+    register_cache,
 };
 
 using palrt::tools::one_line;
