@@ -146,8 +146,13 @@ class wrapper_record final : public sync::finalizable {
   ~wrapper_record() override;
   void retire() noexcept;  // remove the entry by exact handle, then free the handle
 
+  friend class identity_cache;
   const void* const identity_;
+  // The weak handle to the wrapper. Written by its cache while linking the record (before
+  // the entry is published) and by retire(), which runs only once the wrapper is dead.
   sync::owned_handle handle_;
+  // The wrapper's address if the record is in the process-wide side table (no field).
+  const void* side_table_key_ = nullptr;
   const std::uint64_t cache_id_;
   std::shared_ptr<internal::cache_state> cache_;
 };
