@@ -28,7 +28,7 @@ void wrapper_record::finalize() { retire(); }
 
 wrapper_record::~wrapper_record() { retire(); }
 
-sync::ref<wrapper_record> record_of(const wrapper_object& wrapper) {
+sync::ref<wrapper_record> internal::record_in_fields(const wrapper_object& wrapper) {
   // acquire: the record was initialised before it was published (compare-exchange).
   wrapper_record* r = internal::wrapper_access::record(const_cast<wrapper_object&>(wrapper)).load(std::memory_order_acquire);
   if (!r) return {};
@@ -37,8 +37,8 @@ sync::ref<wrapper_record> record_of(const wrapper_object& wrapper) {
   return sync::ref<wrapper_record>::adopt(r);
 }
 
-sync::ref<wrapper_record> record_of(const sync::object& wrapper) {
-  if (auto* slots = dynamic_cast<const wrapper_object*>(&wrapper)) return record_of(*slots);
+sync::ref<wrapper_record> internal::record_of_object(const sync::object& wrapper) {
+  if (auto* slots = dynamic_cast<const wrapper_object*>(&wrapper)) return record_in_fields(*slots);
   return sync::static_ref_cast<wrapper_record>(internal::record_side_table().find(wrapper));
 }
 

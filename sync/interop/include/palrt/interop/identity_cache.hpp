@@ -157,9 +157,20 @@ class wrapper_record final : public sync::finalizable {
   std::shared_ptr<internal::cache_state> cache_;
 };
 
-// The record of `wrapper`, if it is a wrapper some cache made; empty otherwise.
-sync::ref<wrapper_record> record_of(const sync::object& wrapper);
-sync::ref<wrapper_record> record_of(const wrapper_object& wrapper);
+namespace internal {
+sync::ref<wrapper_record> record_in_fields(const wrapper_object& wrapper);
+sync::ref<wrapper_record> record_of_object(const sync::object& wrapper);  // fields or side table
+}  // namespace internal
+
+// The record of `wrapper`, if it is a wrapper some cache made; empty otherwise. A field read
+// when W derives from wrapper_object; otherwise a dynamic_cast and maybe a side-table lookup.
+template <class W>
+sync::ref<wrapper_record> record_of(const W& wrapper) {
+  if constexpr (std::is_base_of_v<wrapper_object, W>)
+    return internal::record_in_fields(wrapper);
+  else
+    return internal::record_of_object(wrapper);
+}
 
 class identity_cache {
  public:
