@@ -196,6 +196,31 @@ TEST_CASE("collector: collects on its own every N allocations when asked") {
   CHECK(destroyed >= 48);
 }
 
+TEST_CASE("collector: destroyed with no finalizer, it frees finalizable objects that its own last collections leave dead") {
+  // A finalizable kept alive only by an object that dies with the collector's last
+  // collections is queued for a finalizer that no longer runs: it must be freed all the same.
+  struct holder : object {
+    ref<object> held;
+  };
+  struct finalizable_node : finalizable {
+    ~finalizable_node() override { destroyed.fetch_add(1); }
+    void finalize() override {}
+  };
+  destroyed = 0;
+  {
+    handle_table table;
+    collector gc(table);
+    for (int chain = 0; chain < 3; ++chain) {
+      ref<holder> h = make_object<holder>(gc);
+      h->held = make_object<finalizable_node>(gc);
+      ref<holder> outer = make_object<holder>(gc);
+      outer->held = h;  // two levels: each round leaves the next one dead
+    }
+    CHECK(destroyed == 0);
+  }
+  CHECK(destroyed == 3);
+}
+
 TEST_CASE_FIXTURE(fixture, "collector: a constructor that throws registers nothing") {
   struct throws : object {
     throws() { throw std::runtime_error("no"); }

@@ -318,18 +318,23 @@ collector::collector(handle_table& table, collector_options options)
 
 collector::~collector() {
   internal::collector_state& c = *state_;
-  // Queued for a finalizer that no longer runs: they go as if finalized.
-  std::size_t left = 0;
-  if (object* o = c.finalization.take_all(left)) {
+  // Queued for a finalizer that no longer runs: they go as if finalized. Also those that the
+  // collections below queue (finalizable objects that a destructor or a cleared dependent
+  // handle leaves dead), so this repeats with each round.
+  auto abandon_finalization = [&c] {
+    std::size_t n = 0;
+    object* o = c.finalization.take_all(n);
+    if (!o) return;
     object* last = o;
     for (object* next; (next = internal::object_access::next(*last));) last = next;
     for (object* p = o; p; p = internal::object_access::next(*p))
       internal::object_access::state(*p).store(internal::finalized, std::memory_order_relaxed);
     internal::collector_state::push(c.finalized_list, o, last);
-  }
+  };
   for (int i = 0; i < 64; ++i) {
+    abandon_finalization();
     const collection_report r = collect();
-    if (r.found_dead == 0 && c.dead.load(std::memory_order_acquire) == nullptr &&
+    if (r.found_dead == 0 && r.queued_for_finalization == 0 && c.dead.load(std::memory_order_acquire) == nullptr &&
         c.finalized_list.load(std::memory_order_acquire) == nullptr)
       break;
   }

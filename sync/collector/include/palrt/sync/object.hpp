@@ -198,6 +198,9 @@ class object_access {
   static handle_table& table_of(const object& o) noexcept;
   static void add_ref(object& o) noexcept { o.add_ref(); }
   static bool try_add_ref(object& o) noexcept { return o.try_add_ref(); }
+  // Whether the count is not zero yet (relaxed: a snapshot; a caller that must keep the
+  // object alive takes a reference with try_add_ref instead).
+  static bool alive(const object& o) noexcept { return o.strong_.load(std::memory_order_relaxed) != 0; }
   static void release(object& o) noexcept { o.release(); }
   // The collector's bookkeeping (collector.cpp).
   static std::atomic<std::uint8_t>& state(object& o) noexcept { return o.state_; }

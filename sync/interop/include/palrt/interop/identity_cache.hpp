@@ -146,15 +146,31 @@ class wrapper_record final : public sync::finalizable {
   ~wrapper_record() override;
   void retire() noexcept;  // remove the entry by exact handle, then free the handle
 
+  friend class identity_cache;
   const void* const identity_;
+  // The weak handle to the wrapper. Written by its cache while linking the record (before
+  // the entry is published) and by retire(), which runs only once the wrapper is dead.
   sync::owned_handle handle_;
+  // The wrapper's address if the record is in the process-wide side table (no field).
+  const void* side_table_key_ = nullptr;
   const std::uint64_t cache_id_;
   std::shared_ptr<internal::cache_state> cache_;
 };
 
-// The record of `wrapper`, if it is a wrapper some cache made; empty otherwise.
-sync::ref<wrapper_record> record_of(const sync::object& wrapper);
-sync::ref<wrapper_record> record_of(const wrapper_object& wrapper);
+namespace internal {
+sync::ref<wrapper_record> record_in_fields(const wrapper_object& wrapper);
+sync::ref<wrapper_record> record_of_object(const sync::object& wrapper);  // fields or side table
+}  // namespace internal
+
+// The record of `wrapper`, if it is a wrapper some cache made; empty otherwise. A field read
+// when W derives from wrapper_object; otherwise a dynamic_cast and maybe a side-table lookup.
+template <class W>
+sync::ref<wrapper_record> record_of(const W& wrapper) {
+  if constexpr (std::is_base_of_v<wrapper_object, W>)
+    return internal::record_in_fields(wrapper);
+  else
+    return internal::record_of_object(wrapper);
+}
 
 class identity_cache {
  public:

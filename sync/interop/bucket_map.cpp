@@ -1,0 +1,273 @@
+// palrt's identity map: per-processor buckets of open-addressing tables, read lock-free.
+//
+// Layout. Buckets = a power of two; a key's bucket is the high bits of its Fibonacci hash,
+// its first slot inside the bucket's table the bits just below (bucket_hash.hpp). Readers
+// load only `tables_[b]` (read-mostly, several buckets to a line) and the table itself;
+// writers' locks and counts sit on lines of their own (bucket_writer).
+//
+// Slots. An entry is {key, handle}. Its key goes empty -> identity -> tombstone and never
+// back within one table: a slot is written once (handle first, then key) and removed once.
+// Removing a key leaves a tombstone; an insert never reuses one. When a table has no room
+// left (keys + tombstones > 3/4), the writer builds a new table with the live keys only
+// (compaction: tombstones and entries whose handle was cleared are dropped), sized for twice
+// the survivors: it grows only if the survivors need it. The old table is retired and freed
+// after a grace period (read sections), because readers may still be probing it.
+//
+// Why a reader may trust the handle it read (the whole argument): an entry's handle is
+// freed only by its record (wrapper_record::retire), which first removes the entry under the
+// bucket's lock: the key becomes a tombstone, or the table is replaced. A reader:
+//   (B')  loads the key (acquire) and sees the identity: the handle stored before it (B) is
+//         the one it then loads;
+//   (C')  loads the handle's target (acquire, handle_table::target);
+//   (D)   loads the key and the bucket's table pointer again, after (C') (its acquire keeps
+//         them after), and uses the target only if neither changed.
+// If the target came from a store made after the handle was freed (the handle reused by
+// someone else, or the table's "free" marker), that store happens after the removal (the
+// record's thread removed, then freed; whoever reused the slot synchronised with the free),
+// and the target's load read from it with acquire: so (D) sees the tombstone or the new
+// table, and the reader retries. Otherwise the target is the wrapper the handle held while
+// the entry was current, and the read section keeps its memory valid. A hit therefore
+// writes nothing but the read section's two stores to the reader's own line.
+#include "palrt/interop/internal/bucket_map.hpp"
+
+#include <bit>
+#include <new>
+
+#include "palrt/interop/internal/bucket_hash.hpp"
+#include "palrt/sync/internal/grace_period.hpp"
+#include "palrt/sync/read_section.hpp"
+
+namespace palrt::interop::internal {
+
+namespace {
+constexpr unsigned min_slot_bits = 3;  // 8 entries, two cache lines
+constexpr unsigned max_bucket_bits = 12;
+
+unsigned bits_for(std::size_t buckets) {
+  const std::size_t n = round_up_to_power_of_two(buckets);
+  const auto bits = static_cast<unsigned>(std::countr_zero(n));
+  return bits > max_bucket_bits ? max_bucket_bits : bits;
+}
+
+// Under the lock, into a table nobody else writes: the first empty slot on the key's path.
+void place(bucket_table* t, const void* key, sync::gc_handle handle, std::uint64_t hash, unsigned bucket_bits) noexcept {
+  std::size_t i = first_slot_of(hash, bucket_bits, t->slot_bits);
+  while (t->entries()[i].key.load(std::memory_order_relaxed) != nullptr) i = (i + 1) & t->mask;
+  bucket_table::entry& e = t->entries()[i];
+  e.handle.store(handle, std::memory_order_relaxed);
+  // release (B): a reader that sees the key sees the handle stored before it.
+  e.key.store(key, std::memory_order_release);
+}
+}  // namespace
+
+bucket_table* bucket_table::create(unsigned slot_bits) {
+  const std::size_t n = std::size_t{1} << slot_bits;
+  void* memory = ::operator new(sizeof(bucket_table) + n * sizeof(entry), std::align_val_t{alignof(bucket_table)});
+  auto* t = new (memory) bucket_table;
+  t->slot_bits = slot_bits;
+  t->mask = n - 1;
+  for (std::size_t i = 0; i < n; ++i) new (&t->entries()[i]) entry;
+  return t;
+}
+
+void bucket_table::destroy(bucket_table* t) noexcept {
+  if (!t) return;
+  // entry and bucket_table are trivially destructible: nothing to run.
+  ::operator delete(t, std::align_val_t{alignof(bucket_table)});
+}
+
+bucket_map::bucket_map(std::size_t buckets)
+    : bucket_bits_(bits_for(buckets)),
+      tables_(new std::atomic<bucket_table*>[std::size_t{1} << bucket_bits_]),
+      writers_(new bucket_writer[std::size_t{1} << bucket_bits_]) {
+  // Tables are made on a bucket's first insert: a cache nobody asks costs the pointers only.
+  for (std::size_t b = 0; b < bucket_count(); ++b) tables_[b].store(nullptr, std::memory_order_relaxed);
+}
+
+bucket_map::~bucket_map() { close(); }
+
+sync::object* bucket_map::find(const void* identity) const noexcept {
+  const std::uint64_t hash = fibonacci_hash(identity);
+  const std::size_t b = bucket_of(hash, bucket_bits_);
+retry:
+  // acquire (A'): the table's entries as its writer wrote them before publishing it (A).
+  const bucket_table* t = tables_[b].load(std::memory_order_acquire);
+  if (!t) return nullptr;
+  std::size_t i = first_slot_of(hash, bucket_bits_, t->slot_bits);
+  for (std::size_t probes = 0; probes <= t->mask; ++probes, i = (i + 1) & t->mask) {
+    const bucket_table::entry& e = t->entries()[i];
+    // acquire (B'): pairs with (B) in place().
+    const void* key = e.key.load(std::memory_order_acquire);
+    if (key == identity) {
+      // relaxed: ordered by (B'); a slot's handle is written once, before its key.
+      const sync::gc_handle handle = e.handle.load(std::memory_order_relaxed);
+      // (C'): handle_table::target() loads with acquire.
+      auto* target = static_cast<sync::object*>(sync::handle_table::target(handle));
+      // (D): relaxed, kept after (C') by its acquire. See the top of this file.
+      if (e.key.load(std::memory_order_relaxed) != identity || tables_[b].load(std::memory_order_relaxed) != t)
+        goto retry;
+      return target && sync::internal::object_access::alive(*target) ? target : nullptr;
+    }
+    if (!key) return nullptr;
+  }
+  return nullptr;
+}
+
+std::ptrdiff_t bucket_map::slot_of(const bucket_table* t, const void* identity, std::uint64_t hash,
+                                   unsigned bucket_bits) noexcept {
+  std::size_t i = first_slot_of(hash, bucket_bits, t->slot_bits);
+  for (std::size_t probes = 0; probes <= t->mask; ++probes, i = (i + 1) & t->mask) {
+    // relaxed: under the bucket's lock, which every writer of this table holds.
+    const void* key = t->entries()[i].key.load(std::memory_order_relaxed);
+    if (key == identity) return static_cast<std::ptrdiff_t>(i);
+    if (!key) return -1;
+  }
+  return -1;
+}
+
+bucket_table* bucket_map::make_room(std::size_t b, bucket_writer& w) {
+  // relaxed: tables_[b] is written only under this bucket's lock, which we hold.
+  bucket_table* t = tables_[b].load(std::memory_order_relaxed);
+  if (t && (w.used + 1) * 4 <= (t->mask + 1) * 3) return t;
+
+  // Survivors: keys whose handle still has a target. An entry whose handle was cleared is
+  // dead; its record removes nothing when it finds it gone, and frees its handle as usual.
+  std::size_t keep = 0;
+  if (t)
+    for (std::size_t i = 0; i <= t->mask; ++i) {
+      const bucket_table::entry& e = t->entries()[i];
+      const void* key = e.key.load(std::memory_order_relaxed);
+      if (key && key != tombstone() && sync::handle_table::target(e.handle.load(std::memory_order_relaxed)))
+        ++keep;
+    }
+  unsigned bits = min_slot_bits;
+  while ((std::size_t{1} << bits) < 2 * (keep + 1)) ++bits;
+  bucket_table* fresh = bucket_table::create(bits);  // may throw: nothing changed yet
+  if (t)
+    for (std::size_t i = 0; i <= t->mask; ++i) {
+      const bucket_table::entry& e = t->entries()[i];
+      const void* key = e.key.load(std::memory_order_relaxed);
+      const sync::gc_handle handle = e.handle.load(std::memory_order_relaxed);
+      if (key && key != tombstone() && sync::handle_table::target(handle))
+        place(fresh, key, handle, fibonacci_hash(key), bucket_bits_);
+    }
+  w.used = w.live = keep;
+  w.tombstones = 0;
+  // release (A): readers that load the new table see its entries.
+  tables_[b].store(fresh, std::memory_order_release);
+  if (t) {
+    ++w.rebuilds;
+    t->retired_at = sync::internal::retire_epoch();  // after unlinking it
+    std::lock_guard<std::mutex> guard(retired_lock_);
+    t->next_retired = retired_;
+    retired_ = t;
+    ++retired_count_;
+  }
+  return fresh;
+}
+
+sync::ref<sync::object> bucket_map::insert(const void* identity, attach_fn attach, void* context) {
+  const std::uint64_t hash = fibonacci_hash(identity);
+  const std::size_t b = bucket_of(hash, bucket_bits_);
+  bucket_writer& w = writers_[b];
+  bool retired_some = false;
+  {
+    std::lock_guard<std::mutex> lock(w.lock);
+    // Opened under the lock, so that waiting for it does not hold up grace periods: the
+    // targets looked at below are not freed while we use them.
+    sync::read_section section;
+    bucket_table* t = tables_[b].load(std::memory_order_relaxed);
+    if (t) {
+      const std::ptrdiff_t old = slot_of(t, identity, hash, bucket_bits_);
+      if (old >= 0)
+        if (sync::ref<sync::object> winner = take_live_target(t->entries()[old].handle.load(std::memory_order_relaxed)))
+          return winner;
+    }
+    const std::uint64_t rebuilds_before = w.rebuilds;
+    t = make_room(b, w);  // may throw std::bad_alloc: nothing changed
+    retired_some = w.rebuilds != rebuilds_before;
+    const std::ptrdiff_t old = slot_of(t, identity, hash, bucket_bits_);  // may be gone now
+    const sync::gc_handle handle = attach(context);  // may throw: nothing changed
+    if (old >= 0) {
+      // release: a reader that sees the tombstone is past the entry (the record frees its
+      // handle after this, see the top of this file).
+      t->entries()[old].key.store(tombstone(), std::memory_order_release);
+      --w.live;
+      ++w.tombstones;
+      ++w.dead_replaced;
+    }
+    place(t, identity, handle, hash, bucket_bits_);
+    ++w.used;
+    ++w.live;
+  }
+  if (retired_some) reclaim_retired();
+  return {};
+}
+
+bool bucket_map::remove(const void* identity, sync::gc_handle handle) noexcept {
+  const std::uint64_t hash = fibonacci_hash(identity);
+  const std::size_t b = bucket_of(hash, bucket_bits_);
+  bucket_writer& w = writers_[b];
+  std::lock_guard<std::mutex> lock(w.lock);
+  if (w.closed) return false;
+  bucket_table* t = tables_[b].load(std::memory_order_relaxed);
+  if (!t) return false;
+  const std::ptrdiff_t i = slot_of(t, identity, hash, bucket_bits_);
+  if (i < 0 || t->entries()[i].handle.load(std::memory_order_relaxed) != handle) return false;
+  // release: see insert(); the caller frees the handle after this returns.
+  t->entries()[i].key.store(tombstone(), std::memory_order_release);
+  --w.live;
+  ++w.tombstones;
+  return true;
+}
+
+void bucket_map::reclaim_retired() {
+  // One process-wide barrier, then free what no reader can still be probing. What a reader
+  // still holds is freed by a later rebuild or by close().
+  const std::uint64_t oldest = sync::internal::oldest_reader_epoch();
+  std::lock_guard<std::mutex> guard(retired_lock_);
+  for (bucket_table** link = &retired_; *link;) {
+    bucket_table* t = *link;
+    if (oldest > t->retired_at) {
+      *link = t->next_retired;
+      bucket_table::destroy(t);
+      --retired_count_;
+    } else {
+      link = &t->next_retired;
+    }
+  }
+}
+
+void bucket_map::close() noexcept {
+  // The cache is being destroyed: nobody reads any more (its contract), and records that
+  // die later find the bucket closed.
+  for (std::size_t b = 0; b < bucket_count(); ++b) {
+    std::lock_guard<std::mutex> lock(writers_[b].lock);
+    writers_[b].closed = true;
+    bucket_table::destroy(tables_[b].exchange(nullptr, std::memory_order_relaxed));
+    writers_[b].used = writers_[b].live = writers_[b].tombstones = 0;
+  }
+  std::lock_guard<std::mutex> guard(retired_lock_);
+  while (bucket_table* t = retired_) {
+    retired_ = t->next_retired;
+    bucket_table::destroy(t);
+  }
+  retired_count_ = 0;
+}
+
+map_counters bucket_map::counters() const {
+  map_counters c;
+  for (std::size_t b = 0; b < bucket_count(); ++b) {
+    bucket_writer& w = writers_[b];
+    std::lock_guard<std::mutex> lock(w.lock);
+    c.entries += w.live;
+    c.tombstones += w.tombstones;
+    c.rebuilds += w.rebuilds;
+    c.dead_replaced += w.dead_replaced;
+  }
+  std::lock_guard<std::mutex> guard(retired_lock_);
+  c.retired_tables = retired_count_;
+  return c;
+}
+
+}  // namespace palrt::interop::internal

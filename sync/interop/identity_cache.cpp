@@ -1,0 +1,215 @@
+// identity_cache: what every design shares (identity_cache.hpp): records, factories, the
+// wrapper fields and side tables. The maps themselves are bucket_map.cpp (palrt) and
+// locked_maps.cpp (the designs it is measured against).
+#include "palrt/interop/identity_cache.hpp"
+
+#include <cinttypes>
+#include <cstdio>
+#include <string>
+
+#include "palrt/interop/internal/bucket_hash.hpp"
+#include "palrt/interop/internal/bucket_map.hpp"
+#include "palrt/interop/internal/cache_state.hpp"
+#include "palrt/interop/internal/locked_maps.hpp"
+#include "palrt/pal/cpu.hpp"
+#include "palrt/sync/read_section.hpp"
+
+namespace palrt::interop {
+
+namespace internal {
+namespace {
+
+std::unique_ptr<entry_map> make_map(const cache_options& o) {
+  const std::size_t processors = static_cast<std::size_t>(std::max(1, pal::processor_count()));
+  switch (o.design) {
+    case cache_design::palrt: return std::make_unique<bucket_map>(o.buckets ? o.buckets : processors);
+    case cache_design::bucketed_rwlock: return std::make_unique<rwlock_map>(o.buckets ? o.buckets : processors);
+    case cache_design::single_lock: return std::make_unique<rwlock_map>(1);
+    case cache_design::pybind11_shards: return std::make_unique<pybind11_map>(o.buckets);
+  }
+  throw std::invalid_argument("palrt: identity_cache: unknown cache_design");
+}
+
+std::uint64_t next_cache_id() noexcept {
+  static std::atomic<std::uint64_t> last{0};
+  // relaxed: only uniqueness matters.
+  return last.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
+bool is_reserved(const void* identity) noexcept { return !identity || identity == bucket_map::tombstone(); }
+
+[[noreturn]] void throw_invalid(const char* operation, const char* problem) {
+  throw std::invalid_argument(std::string("palrt: identity_cache::") + operation + ": " + problem);
+}
+
+}  // namespace
+
+cache_state::cache_state(sync::collector& c, const cache_options& o, std::uint64_t cache_id)
+    : collector(c), table(c.handles()), options(o), id(cache_id), map(make_map(o)) {}
+
+}  // namespace internal
+
+identity_cache::identity_cache(sync::collector& collector, cache_options options)
+    : id_(internal::next_cache_id()), state_(std::make_shared<internal::cache_state>(collector, options, id_)) {}
+
+identity_cache::~identity_cache() {
+  // Records of wrappers still alive keep state_ (and find the map closed when they retire).
+  state_->map->close();
+  state_->outbound.clear();
+}
+
+cache_design identity_cache::design() const noexcept { return state_->options.design; }
+std::size_t identity_cache::bucket_count() const noexcept { return state_->map->bucket_count(); }
+
+sync::object* identity_cache::find(const void* identity) const noexcept {
+  return internal::is_reserved(identity) ? nullptr : state_->map->find(identity);
+}
+
+sync::ref<sync::object> identity_cache::try_get(const void* identity) const {
+  sync::read_section section;
+  sync::object* w = find(identity);
+  if (!w || !sync::internal::object_access::try_add_ref(*w)) return {};
+  return sync::ref<sync::object>::adopt(w);
+}
+
+bool identity_cache::remove(const void* identity, sync::gc_handle handle) noexcept {
+  if (internal::is_reserved(identity) || !handle) return false;
+  if (!state_->map->remove(identity, handle)) return false;
+  state_->removed.fetch_add(1, std::memory_order_relaxed);  // relaxed: a counter
+  return true;
+}
+
+sync::ref<sync::object> identity_cache::get_or_create_erased(const void* identity, internal::factory_fn factory,
+                                                             void* context) {
+  if (internal::is_reserved(identity)) internal::throw_invalid("get_or_create", "the identity is null");
+  if (sync::ref<sync::object> hit = try_get(identity)) return hit;
+
+  // A miss: the factory runs with no lock held (it may call back into this cache, even for
+  // the same identity, from this or another thread).
+  internal::made_wrapper made = factory(context, identity);
+  if (!made.wrapper) internal::throw_invalid("get_or_create", "the factory returned no wrapper");
+  if (&sync::internal::object_access::table_of(*made.wrapper) != &state_->table)
+    internal::throw_invalid("get_or_create", "the factory returned an object of another collector");
+
+  // The record and its weak handle are made before any lock is taken.
+  sync::ref<wrapper_record> record = sync::make_object<wrapper_record>(
+      state_->collector, internal::record_key(), identity,
+      sync::owned_handle(state_->table, sync::handle_kind::weak_short, made.wrapper.get()), state_);
+
+  // Under the identity's lock, once the map has found no live wrapper: link the record to
+  // the wrapper (first registration wins) and say which handle the entry holds.
+  struct linking {
+    identity_cache* cache;
+    const void* identity;
+    internal::made_wrapper* made;
+    wrapper_record* record;
+    bool reused = false;  // the wrapper already had a record of this cache for this identity
+  } link{this, identity, &made, record.get()};
+  auto attach = [](void* p) -> sync::gc_handle {
+    auto& l = *static_cast<linking*>(p);
+    wrapper_record* existing = nullptr;
+    if (l.made->slots) {
+      auto& field = internal::wrapper_access::record(*l.made->slots);
+      sync::internal::object_access::add_ref(*l.record);  // the field's reference, if it wins
+      // acq_rel: publishes the record's initialisation; on failure, acquire sees the winner's.
+      if (field.compare_exchange_strong(existing, l.record, std::memory_order_acq_rel, std::memory_order_acquire))
+        return l.record->handle();
+      sync::internal::object_access::release(*l.record);
+    } else {
+      internal::weak_object_table& side = internal::record_side_table();
+      std::lock_guard<std::mutex> lock(side.lock_for(l.made->wrapper.get()));
+      sync::internal::object_access::add_ref(*l.record);  // a reference for the call (the entry takes its own)
+      const sync::ref<sync::object> value = sync::ref<wrapper_record>::adopt(l.record);
+      sync::ref<sync::object> winner = side.insert_locked(l.made->wrapper, value);
+      if (winner.get() == l.record) {
+        l.record->side_table_key_ = l.made->wrapper.get();
+        return l.record->handle();
+      }
+      existing = static_cast<wrapper_record*>(winner.get());  // the table still holds it
+    }
+    if (existing->identity() != l.identity) throw identity_mismatch(l.identity, existing->identity());
+    if (existing->cache_id() != l.cache->id_) {
+      char text[160];
+      std::snprintf(text, sizeof text, "the factory returned a wrapper of another cache (id %" PRIu64 ")",
+                    existing->cache_id());
+      internal::throw_invalid("get_or_create", text);
+    }
+    // The wrapper is alive (we hold it), so its record has not retired: its handle is live.
+    l.reused = true;
+    return existing->handle();
+  };
+
+  sync::ref<sync::object> winner;
+  try {
+    winner = state_->map->insert(identity, attach, &link);
+  } catch (...) {
+    suppress_finalize(*record);  // never linked: its destructor frees its handle
+    throw;
+  }
+  if (winner || link.reused) suppress_finalize(*record);
+  if (winner) {
+    // Lost the race: our wrapper is dropped with `made` (nothing refers to it).
+    state_->races_lost.fetch_add(1, std::memory_order_relaxed);  // relaxed: a counter
+    return winner;
+  }
+  if (!link.reused) state_->inserted.fetch_add(1, std::memory_order_relaxed);  // relaxed: a counter
+  return std::move(made.wrapper);
+}
+
+sync::ref<sync::object> identity_cache::get_or_create_outbound_erased(sync::object* managed, wrapper_object* slots,
+                                                                      internal::factory_fn factory, void* context,
+                                                                      const void* argument) {
+  if (!managed) internal::throw_invalid("get_or_create_outbound", "no object");
+  internal::made_wrapper made = factory(context, argument);  // no lock held
+  if (!made.wrapper) internal::throw_invalid("get_or_create_outbound", "the factory returned no wrapper");
+  if (&sync::internal::object_access::table_of(*made.wrapper) != &sync::internal::object_access::table_of(*managed))
+    internal::throw_invalid("get_or_create_outbound", "the wrapper and the object belong to different collectors");
+
+  // Every publication of this cache for `managed` happens under this lock: the field's
+  // claim and its value together, or the side table's entry.
+  internal::weak_object_table& side = state_->outbound;
+  std::lock_guard<std::mutex> lock(side.lock_for(managed));
+  if (slots) {
+    auto& owner = internal::wrapper_access::outbound_cache_id(*slots);
+    auto& field = internal::wrapper_access::outbound(*slots);
+    // relaxed: claims are compared only; the value's publication below is the release.
+    std::uint64_t current = owner.load(std::memory_order_relaxed);
+    if (current == id_) return own(field.load(std::memory_order_relaxed));  // written under our lock
+    if (current == 0 && owner.compare_exchange_strong(current, id_, std::memory_order_relaxed)) {
+      sync::internal::object_access::add_ref(*made.wrapper);  // the field's reference
+      // release: pairs with field_outbound()'s acquire (the claim and the wrapper's state).
+      field.store(made.wrapper.get(), std::memory_order_release);
+      return std::move(made.wrapper);
+    }
+  }
+  sync::internal::object_access::add_ref(*managed);  // the caller holds it: alive
+  return side.insert_locked(sync::ref<sync::object>::adopt(managed), made.wrapper);
+}
+
+sync::ref<sync::object> identity_cache::try_get_outbound_erased(sync::object& managed, wrapper_object* slots) const {
+  internal::weak_object_table& side = state_->outbound;
+  if (slots && internal::wrapper_access::outbound_cache_id(*slots).load(std::memory_order_relaxed) == id_) {
+    // Claimed by this cache, the value maybe not stored yet: it is, once we hold the lock.
+    std::lock_guard<std::mutex> lock(side.lock_for(&managed));
+    return own(internal::wrapper_access::outbound(*slots).load(std::memory_order_relaxed));
+  }
+  return side.find(managed);
+}
+
+cache_counters identity_cache::counters() const {
+  const internal::map_counters m = state_->map->counters();
+  cache_counters c;
+  c.buckets = state_->map->bucket_count();
+  c.entries = m.entries;
+  c.tombstones = m.tombstones;
+  c.dead_replaced = m.dead_replaced;
+  c.rebuilds = m.rebuilds;
+  c.retired_tables = m.retired_tables;
+  // relaxed: counters.
+  c.inserted = state_->inserted.load(std::memory_order_relaxed);
+  c.races_lost = state_->races_lost.load(std::memory_order_relaxed);
+  c.removed = state_->removed.load(std::memory_order_relaxed);
+  return c;
+}
+
+}  // namespace palrt::interop

@@ -1,0 +1,83 @@
+// palrt's design of the identity map: per-processor buckets of open-addressing tables whose
+// hits are lock-free and write nothing shared. The protocol is in bucket_map.cpp.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include "palrt/interop/internal/entry_map.hpp"
+
+namespace palrt::interop::internal {
+
+// One bucket's table: 2^slot_bits entries. An entry's key goes empty -> identity ->
+// tombstone and never back: a slot is written once per table (bucket_map.cpp, "Slots").
+struct alignas(64) bucket_table {  // a line of its own: entries start on a line boundary
+  struct entry {
+    std::atomic<const void*> key{nullptr};
+    std::atomic<sync::gc_handle> handle{};
+  };
+  static_assert(std::atomic<sync::gc_handle>::is_always_lock_free);
+
+  unsigned slot_bits = 0;
+  std::size_t mask = 0;
+  std::uint64_t retired_at = 0;  // the grace-period tag, once replaced
+  bucket_table* next_retired = nullptr;  // link in bucket_map's retired list
+  entry* entries() noexcept { return reinterpret_cast<entry*>(this + 1); }
+  const entry* entries() const noexcept { return reinterpret_cast<const entry*>(this + 1); }
+
+  static bucket_table* create(unsigned slot_bits);  // throws std::bad_alloc
+  static void destroy(bucket_table* t) noexcept;
+};
+
+class bucket_map final : public entry_map {
+ public:
+  explicit bucket_map(std::size_t buckets);
+  ~bucket_map() override;
+
+  sync::object* find(const void* identity) const noexcept override;
+  sync::ref<sync::object> insert(const void* identity, attach_fn attach, void* context) override;
+  bool remove(const void* identity, sync::gc_handle handle) noexcept override;
+  void close() noexcept override;
+  map_counters counters() const override;
+  std::size_t bucket_count() const noexcept override { return std::size_t{1} << bucket_bits_; }
+
+  // The tombstone key: the top of the address space, never a user-space pointer.
+  static const void* tombstone() noexcept { return reinterpret_cast<const void*>(~std::uintptr_t{0}); }
+
+ private:
+  // Writers' state of one bucket, on a line of its own: a writer taking the lock must not
+  // invalidate the line readers load the table pointer from (tables_).
+  struct alignas(64) bucket_writer {
+    std::mutex lock;
+    std::size_t used = 0;        // keys and tombstones in the current table
+    std::size_t live = 0;        // keys
+    std::size_t tombstones = 0;
+    std::uint64_t rebuilds = 0;
+    std::uint64_t dead_replaced = 0;
+    bool closed = false;
+  };
+
+  // Under the bucket's lock: the slot holding `identity` in `t`, or -1.
+  static std::ptrdiff_t slot_of(const bucket_table* t, const void* identity, std::uint64_t hash,
+                                unsigned bucket_bits) noexcept;
+  // Under the bucket's lock: a table with room for one more key, replacing the current one
+  // if needed; the replaced one goes to retired_ (freed after a grace period).
+  bucket_table* make_room(std::size_t b, bucket_writer& w);
+  void reclaim_retired();
+
+  const unsigned bucket_bits_;
+  // The readers' only shared state: read-mostly (written when a table is replaced).
+  std::unique_ptr<std::atomic<bucket_table*>[]> tables_;
+  std::unique_ptr<bucket_writer[]> writers_;
+
+  // Replaced tables waiting for a grace period, linked through next_retired (no allocation:
+  // retiring cannot fail halfway through a rebuild).
+  mutable std::mutex retired_lock_;
+  bucket_table* retired_ = nullptr;
+  std::size_t retired_count_ = 0;
+};
+
+}  // namespace palrt::interop::internal

@@ -1,0 +1,46 @@
+// An identity cache's state, shared (std::shared_ptr) by the cache and every record it made:
+// a record may be finalized after its cache is gone, and then finds the map closed.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "palrt/interop/identity_cache.hpp"
+#include "palrt/interop/internal/entry_map.hpp"
+#include "palrt/interop/internal/weak_object_table.hpp"
+
+namespace palrt::interop::internal {
+
+// Only the cache makes records (wrapper_record's constructor asks for one of these).
+class record_key {
+  friend class palrt::interop::identity_cache;
+  record_key() = default;
+};
+
+struct cache_state {
+  cache_state(sync::collector& c, const cache_options& o, std::uint64_t cache_id);
+
+  sync::collector& collector;
+  sync::handle_table& table;
+  const cache_options options;
+  const std::uint64_t id;
+  const std::unique_ptr<entry_map> map;
+  // Outbound wrappers of objects whose field another cache owns, or that have none.
+  weak_object_table outbound;
+
+  std::atomic<std::uint64_t> inserted{0};
+  std::atomic<std::uint64_t> races_lost{0};
+  std::atomic<std::uint64_t> removed{0};
+};
+
+// Tests' access (the one friend class of the cache).
+class identity_cache_access {
+ public:
+  static cache_state& state(identity_cache& c) noexcept { return *c.state_; }
+  static entry_map& map(identity_cache& c) noexcept { return *c.state_->map; }
+  // A record's wrapper field link and side-table key, for tests of the fallback path.
+  static const void* side_table_key(const wrapper_record& r) noexcept { return r.side_table_key_; }
+};
+
+}  // namespace palrt::interop::internal

@@ -1,0 +1,547 @@
+// The interop identity cache (palrt/interop/identity_cache.hpp): what a host relies on, for
+// every design, with real threads, a real collector and a real finalizer thread.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <latch>
+#include <set>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "palrt/interop/identity_cache.hpp"
+#include "palrt/interop/internal/bucket_hash.hpp"
+#include "palrt/interop/internal/cache_state.hpp"
+#include "palrt/interop/internal/weak_object_table.hpp"
+#include "palrt/sync/collector.hpp"
+#include "palrt/sync/finalizer_thread.hpp"
+#include "palrt/sync/handle_table.hpp"
+#include "palrt/sync/read_section.hpp"
+#include "scale.hpp"
+
+using namespace std::chrono_literals;
+using namespace palrt::sync;
+using palrt::interop::cache_design;
+using palrt::interop::cache_options;
+using palrt::interop::identity_cache;
+using palrt::interop::identity_mismatch;
+using palrt::interop::wrapper_object;
+using palrt::interop::wrapper_record;
+
+namespace {
+
+std::atomic<long> proxies_alive{0};
+
+// A host's wrapper with the fields, and one without (side tables).
+struct proxy : object, wrapper_object {
+  explicit proxy(const void* id) : identity(id) { proxies_alive.fetch_add(1); }
+  ~proxy() override { proxies_alive.fetch_sub(1); }
+  const void* const identity;
+};
+struct plain_proxy : object {
+  explicit plain_proxy(const void* id) : identity(id) { proxies_alive.fetch_add(1); }
+  ~plain_proxy() override { proxies_alive.fetch_sub(1); }
+  const void* const identity;
+};
+
+constexpr cache_design all_designs[] = {cache_design::palrt, cache_design::bucketed_rwlock, cache_design::single_lock,
+                                        cache_design::pybind11_shards};
+
+// Native identities: distinct, 16-byte aligned heap addresses, as an allocator hands out.
+struct natives {
+  explicit natives(std::size_t n) : storage(n) {}
+  const void* operator[](std::size_t i) const { return &storage[i]; }
+  struct alignas(16) native { char bytes[16]; };
+  std::vector<native> storage;
+};
+
+struct fixture {
+  explicit fixture(cache_options o = {}) : cache(gc, o) {
+    proxies_alive = 0;
+    finalizer.start();
+  }
+  ~fixture() { finalizer.stop(); }
+  // Collects and waits until the records of the wrappers that died have left the cache.
+  void settle() {
+    for (int round = 0; round < 3; ++round) {
+      gc.collect();
+      REQUIRE(finalizer.wait_for_pending_finalizers(10s) == pending_finalizers::finalized);
+    }
+    gc.synchronize();
+  }
+  template <class T = proxy>
+  ref<T> get(const void* id, std::atomic<int>* calls = nullptr) {
+    return cache.get_or_create<T>(id, [&](const void* i) {
+      if (calls) calls->fetch_add(1);
+      return make_object<T>(gc, i);
+    });
+  }
+  handle_table table;
+  collector gc{table};
+  finalizer_thread finalizer{gc};
+  identity_cache cache;
+};
+
+std::size_t weak_handles(handle_table& t) {
+  return t.counters().handles[static_cast<std::size_t>(handle_kind::weak_short)];
+}
+
+}  // namespace
+
+TEST_CASE("identity cache: one live wrapper per identity, made once, for every design and wrapper kind") {
+  for (cache_design d : all_designs) {
+    const std::string design = palrt::interop::cache_design_name(d);
+    CAPTURE(design);
+    fixture f({.design = d});
+    natives n(65);
+    std::atomic<int> calls{0};
+    std::vector<ref<proxy>> with_fields;
+    std::vector<ref<plain_proxy>> without;
+    for (std::size_t i = 0; i < 32; ++i) with_fields.push_back(f.get<proxy>(n[i], &calls));
+    for (std::size_t i = 32; i < 64; ++i) without.push_back(f.get<plain_proxy>(n[i], &calls));
+    CHECK(calls == 64);
+    for (std::size_t i = 0; i < 32; ++i) {
+      CHECK(f.get<proxy>(n[i], &calls) == with_fields[i]);
+      CHECK(f.cache.try_get(n[i]).get() == with_fields[i].get());
+      CHECK(with_fields[i]->identity == n[i]);
+      ref<wrapper_record> r = palrt::interop::record_of(*with_fields[i]);
+      REQUIRE(r);
+      CHECK(r->identity() == n[i]);
+      CHECK(r->cache_id() == f.cache.id());
+      CHECK(palrt::interop::internal::identity_cache_access::side_table_key(*r) == nullptr);
+    }
+    for (std::size_t i = 32; i < 64; ++i) {
+      CHECK(f.get<plain_proxy>(n[i], &calls) == without[i - 32]);
+      ref<wrapper_record> r = palrt::interop::record_of(*without[i - 32]);
+      REQUIRE(r);
+      CHECK(r->identity() == n[i]);
+      CHECK(palrt::interop::internal::identity_cache_access::side_table_key(*r) == without[i - 32].get());
+    }
+    CHECK(calls == 64);  // hits never call the factory
+    const auto c = f.cache.counters();
+    CHECK(c.entries == 64);
+    CHECK(c.inserted == 64);
+    CHECK(c.races_lost == 0);
+    {
+      read_section s;
+      CHECK(f.cache.find(n[3]) == with_fields[3].get());
+      CHECK(f.cache.find(n[64]) == nullptr);  // never cached
+    }
+  }
+}
+
+TEST_CASE("identity cache: the same pointer yields the same live wrapper from every thread") {
+  for (cache_design d : all_designs) {
+    const std::string design = palrt::interop::cache_design_name(d);
+    CAPTURE(design);
+    fixture f({.design = d});
+    constexpr std::size_t identities = 256;
+    natives n(identities);
+    constexpr int threads = 4;
+    const long rounds = 20 * palrt::testing::scale();
+    std::vector<std::vector<proxy*>> seen(threads, std::vector<proxy*>(identities));
+    std::vector<std::vector<ref<proxy>>> held(threads);
+    std::atomic<int> calls{0};
+    std::latch start(threads);
+    std::vector<std::thread> team;
+    for (int t = 0; t < threads; ++t)
+      team.emplace_back([&, t] {
+        start.arrive_and_wait();
+        for (long r = 0; r < rounds; ++r)
+          for (std::size_t k = 0; k < identities; ++k) {
+            const std::size_t i = (k * 7 + static_cast<std::size_t>(t) * 37) % identities;
+            ref<proxy> p = f.get<proxy>(n[i], &calls);
+            if (r == 0) {
+              seen[t][i] = p.get();
+              held[t].push_back(p);  // keeps every wrapper alive: later rounds must hit
+            } else if (p.get() != seen[t][i]) {
+              seen[t][i] = nullptr;  // reported below
+            }
+          }
+      });
+    for (auto& th : team) th.join();
+    std::size_t disagreements = 0, wrong_identity = 0;
+    for (std::size_t i = 0; i < identities; ++i)
+      for (int t = 0; t < threads; ++t) {
+        if (seen[t][i] != seen[0][i]) ++disagreements;
+        if (!seen[t][i] || seen[t][i]->identity != n[i]) ++wrong_identity;
+      }
+    INFO("threads that saw another wrapper for an identity: " << disagreements << ", wrong wrappers: " << wrong_identity);
+    CHECK(disagreements == 0);
+    CHECK(wrong_identity == 0);
+    const auto c = f.cache.counters();
+    CHECK(c.inserted == identities);
+    CHECK(c.inserted + c.races_lost == static_cast<std::uint64_t>(calls.load()));
+  }
+}
+
+TEST_CASE("identity cache: racing get_or_create, both factories run, one wins, both get the winner, the loser is collected") {
+  for (cache_design d : all_designs) {
+    const std::string design = palrt::interop::cache_design_name(d);
+    CAPTURE(design);
+    fixture f({.design = d});
+    natives n(1);
+    std::latch both_in_factory(2);  // each factory waits for the other: both must miss
+    auto racer = [&] {
+      return f.cache.get_or_create<proxy>(n[0], [&](const void* id) {
+        both_in_factory.arrive_and_wait();
+        return make_object<proxy>(f.gc, id);
+      });
+    };
+    auto a = std::async(std::launch::async, racer);
+    auto b = std::async(std::launch::async, racer);
+    REQUIRE(a.wait_for(10s) == std::future_status::ready);
+    REQUIRE(b.wait_for(10s) == std::future_status::ready);
+    ref<proxy> pa = a.get(), pb = b.get();
+    CHECK(pa == pb);
+    CHECK(f.cache.counters().races_lost == 1);
+    CHECK(f.cache.counters().inserted == 1);
+    f.settle();
+    CHECK(proxies_alive == 1);  // the loser's wrapper was dropped and freed
+    CHECK(f.cache.try_get(n[0]).get() == pa.get());
+  }
+}
+
+TEST_CASE("identity cache: no lock is held across the factory (a factory calling back for the same identity from another thread finishes)") {
+  for (cache_design d : all_designs) {
+    const std::string design = palrt::interop::cache_design_name(d);
+    CAPTURE(design);
+    fixture f({.design = d});
+    natives n(1);  // the same identity: the same bucket, whatever the design
+    ref<proxy> inner;
+    bool joined = false;
+    ref<proxy> outer = f.cache.get_or_create<proxy>(n[0], [&](const void* id) {
+      // As a QueryInterface that re-enters the runtime on another thread would.
+      auto other = std::async(std::launch::async, [&] {
+        CHECK(!f.cache.try_get(n[0]));
+        return f.get<proxy>(n[0]);
+      });
+      joined = other.wait_for(10s) == std::future_status::ready;
+      if (joined) inner = other.get();
+      return make_object<proxy>(f.gc, id);
+    });
+    REQUIRE(joined);  // a lock held across the factory would have deadlocked the other thread
+    CHECK(outer == inner);  // the outer call lost the race to the nested one
+    CHECK(f.cache.counters().races_lost == 1);
+  }
+}
+
+TEST_CASE("identity cache: a dead entry is replaced, and remove by a stale handle leaves the newer entry alone") {
+  for (cache_design d : all_designs) {
+    const std::string design = palrt::interop::cache_design_name(d);
+    CAPTURE(design);
+    fixture f({.design = d});
+    natives n(1);
+    f.finalizer.stop();  // the old record must not retire before we try its handle
+    ref<proxy> first = f.get<proxy>(n[0]);
+    const gc_handle first_handle = palrt::interop::record_of(*first)->handle();
+    first.reset();  // dead; its entry is still there
+    CHECK(!f.cache.try_get(n[0]));
+    std::atomic<int> calls{0};
+    ref<proxy> second = f.get<proxy>(n[0], &calls);
+    CHECK(calls == 1);
+    CHECK(f.cache.counters().dead_replaced == 1);
+    const gc_handle second_handle = palrt::interop::record_of(*second)->handle();
+    CHECK(second_handle != first_handle);
+    CHECK_FALSE(f.cache.remove(n[0], first_handle));  // stale: not the entry's handle
+    CHECK(f.cache.try_get(n[0]).get() == second.get());
+    // The old record retiring (its finalization) removes nothing either.
+    f.finalizer.start();
+    f.settle();
+    CHECK(f.cache.try_get(n[0]).get() == second.get());
+    CHECK(f.cache.counters().entries == 1);
+    // Evicting the live wrapper by its exact handle works; it stays alive and is cached
+    // again, with its own record, when a factory hands it back.
+    CHECK(f.cache.remove(n[0], second_handle));
+    CHECK(!f.cache.try_get(n[0]));
+    ref<proxy> again = f.cache.get_or_create<proxy>(n[0], [&](const void*) { return second; });
+    CHECK(again == second);
+    CHECK(palrt::interop::record_of(*second)->handle() == second_handle);
+    CHECK(f.cache.try_get(n[0]).get() == second.get());
+  }
+}
+
+TEST_CASE("identity cache: a wrapper's finalization removes its entry and frees its one handle") {
+  for (cache_design d : all_designs) {
+    const std::string design = palrt::interop::cache_design_name(d);
+    CAPTURE(design);
+    natives n(2000);
+    std::atomic<int> removed_seen{0};
+    cache_options o{.design = d};
+    o.on_removed = [](void* c, const void*) noexcept { static_cast<std::atomic<int>*>(c)->fetch_add(1); };
+    o.on_removed_context = &removed_seen;
+    fixture f(o);
+    const std::size_t side_before = palrt::interop::internal::record_side_table().size();
+    const std::size_t handles_before = weak_handles(f.table);
+    {
+      std::vector<ref<object>> all;
+      for (std::size_t i = 0; i < 1000; ++i) all.push_back(f.get<proxy>(n[i]));
+      for (std::size_t i = 1000; i < 2000; ++i) all.push_back(f.get<plain_proxy>(n[i]));
+      CHECK(weak_handles(f.table) == handles_before + 2000);  // one weak handle per wrapper
+      CHECK(palrt::interop::internal::record_side_table().size() == side_before + 1000);
+    }
+    f.settle();
+    const auto c = f.cache.counters();
+    INFO("entries left: " << c.entries << ", removed: " << c.removed);
+    CHECK(proxies_alive == 0);
+    CHECK(c.entries == 0);
+    CHECK(c.removed == 2000);
+    CHECK(removed_seen == 2000);
+    CHECK(weak_handles(f.table) == handles_before);
+    CHECK(palrt::interop::internal::record_side_table().size() == side_before);
+    CHECK(f.gc.counters().objects_created == f.gc.counters().objects_freed);
+  }
+}
+
+TEST_CASE("identity cache: bad input is refused and leaves the cache usable") {
+  for (cache_design d : all_designs) {
+    const std::string design = palrt::interop::cache_design_name(d);
+    CAPTURE(design);
+    fixture f({.design = d});
+    natives n(3);
+    CHECK_THROWS_AS(f.get<proxy>(nullptr), std::invalid_argument);
+    CHECK_FALSE(f.cache.try_get(nullptr));
+    // A throwing factory: the exception reaches the caller, nothing is inserted.
+    CHECK_THROWS_WITH_AS(f.cache.get_or_create<proxy>(n[0], [](const void*) -> ref<proxy> {
+      throw std::runtime_error("QueryInterface failed");
+    }),
+                         "QueryInterface failed", std::runtime_error);
+    CHECK(f.cache.counters().entries == 0);
+    ref<proxy> ok = f.get<proxy>(n[0]);  // the bucket is usable
+    CHECK(f.cache.try_get(n[0]).get() == ok.get());
+    // A factory returning nothing.
+    CHECK_THROWS_AS(f.cache.get_or_create<proxy>(n[1], [](const void*) { return ref<proxy>(); }), std::invalid_argument);
+    // A factory returning the wrapper of another identity (both kinds of wrapper).
+    ref<plain_proxy> plain = f.get<plain_proxy>(n[2]);
+    try {
+      f.cache.get_or_create<proxy>(n[1], [&](const void*) { return ok; });
+      FAIL("no identity_mismatch");
+    } catch (const identity_mismatch& e) {
+      CHECK(e.asked() == n[1]);
+      CHECK(e.registered() == n[0]);
+      CHECK(std::string(e.what()).find("returned the wrapper of identity") != std::string::npos);
+    }
+    CHECK_THROWS_AS(f.cache.get_or_create<plain_proxy>(n[1], [&](const void*) { return plain; }), identity_mismatch);
+    CHECK_FALSE(f.cache.try_get(n[1]));
+    CHECK(f.cache.counters().entries == 2);
+    // A wrapper of another collector.
+    {
+      handle_table other_table;
+      collector other(other_table);
+      CHECK_THROWS_AS(f.cache.get_or_create<proxy>(n[1], [&](const void* id) { return make_object<proxy>(other, id); }),
+                      std::invalid_argument);
+    }  // the refused wrapper is freed with its collector
+    // remove() of an identity never cached, or of a null handle.
+    CHECK_FALSE(f.cache.remove(n[1], palrt::interop::record_of(*ok)->handle()));
+    CHECK_FALSE(f.cache.remove(n[0], gc_handle{}));
+    CHECK_FALSE(f.cache.remove(nullptr, palrt::interop::record_of(*ok)->handle()));
+    CHECK(f.cache.try_get(n[0]).get() == ok.get());
+    // Nothing leaked by the refused calls: after a collection only the two live wrappers remain.
+    f.settle();
+    CHECK(proxies_alive == 2);
+    CHECK(weak_handles(f.table) == 2);
+  }
+}
+
+TEST_CASE("identity cache: a wrapper of another cache is refused, and each cache keeps its own") {
+  fixture f;
+  identity_cache second(f.gc);
+  CHECK(second.id() != f.cache.id());
+  natives n(1);
+  ref<proxy> mine = f.get<proxy>(n[0]);
+  CHECK_THROWS_WITH_AS(second.get_or_create<proxy>(n[0], [&](const void*) { return mine; }),
+                       doctest::Contains("another cache"), std::invalid_argument);
+  ref<proxy> theirs = second.get_or_create<proxy>(n[0], [&](const void* id) { return make_object<proxy>(f.gc, id); });
+  CHECK(theirs != mine);
+  CHECK(f.cache.try_get(n[0]).get() == mine.get());
+}
+
+TEST_CASE("identity cache: tombstones are compacted away instead of growing the table, lookups right throughout") {
+  fixture f({.design = cache_design::palrt, .buckets = 1});
+  CHECK(f.cache.bucket_count() == 1);
+  natives n(64);
+  std::vector<ref<proxy>> keep;
+  for (std::size_t i = 0; i < 8; ++i) keep.push_back(f.get<proxy>(n[i]));
+  const long rounds = 200 * palrt::testing::scale();
+  for (long r = 0; r < rounds; ++r) {
+    const std::size_t i = 8 + static_cast<std::size_t>(r) % 56;
+    ref<proxy> p = f.get<proxy>(n[i]);
+    REQUIRE(f.cache.remove(n[i], palrt::interop::record_of(*p)->handle()));
+    REQUIRE(!f.cache.try_get(n[i]));
+  }
+  for (std::size_t i = 0; i < 8; ++i) CHECK(f.cache.try_get(n[i]).get() == keep[i].get());
+  const auto c = f.cache.counters();
+  INFO("rebuilds " << c.rebuilds << ", tombstones " << c.tombstones << ", entries " << c.entries);
+  CHECK(c.rebuilds > 0);
+  CHECK(c.entries == 8);
+  CHECK(c.tombstones < 32);  // bounded by the table's size, not by the churn
+  // Replaced tables are freed after a grace period: by the next rebuild at the latest.
+  CHECK(c.retired_tables <= 1);
+}
+
+TEST_CASE("identity cache: outbound wrappers, one per object and cache, in the field for the first cache and a side table for others") {
+  fixture f;
+  identity_cache other(f.gc);
+  natives n(2);
+  ref<proxy> managed = make_object<proxy>(f.gc, n[0]);
+  ref<plain_proxy> plain = make_object<plain_proxy>(f.gc, n[1]);
+  std::atomic<int> made{0};
+  auto factory = [&](const auto&) {
+    made.fetch_add(1);
+    return make_object<plain_proxy>(f.gc, nullptr);
+  };
+  ref<object> a = f.cache.get_or_create_outbound(managed, factory);
+  ref<object> b = other.get_or_create_outbound(managed, factory);
+  ref<object> c = f.cache.get_or_create_outbound(plain, factory);
+  CHECK(made == 3);
+  CHECK(a != b);
+  CHECK(f.cache.get_or_create_outbound(managed, factory) == a);
+  CHECK(other.get_or_create_outbound(managed, factory) == b);
+  CHECK(f.cache.get_or_create_outbound(plain, factory) == c);
+  CHECK(f.cache.try_get_outbound(*managed) == a);
+  CHECK(other.try_get_outbound(*managed) == b);
+  CHECK(!other.try_get_outbound(*plain));
+  CHECK(made == 3);
+  // The field belongs to the first cache: its wrapper is read straight from the object.
+  CHECK(palrt::interop::internal::wrapper_access::outbound_cache_id(*managed).load() == f.cache.id());
+  CHECK(palrt::interop::internal::wrapper_access::outbound(*managed).load() == a.get());
+  // Outbound wrappers live as long as their object, and the caches never keep the object.
+  const std::size_t handles_before = f.table.counters().handles[static_cast<std::size_t>(handle_kind::dependent)];
+  CHECK(handles_before == 2);  // other's entry for managed, f.cache's for plain
+  a.reset();
+  b.reset();
+  c.reset();
+  managed.reset();
+  plain.reset();
+  f.settle();
+  CHECK(proxies_alive == 0);
+}
+
+TEST_CASE("identity cache: racing outbound publications, one winner, the loser dropped") {
+  fixture f;
+  natives n(1);
+  for (bool with_fields : {true, false}) {
+    CAPTURE(with_fields);
+    ref<object> managed = with_fields ? ref<object>(make_object<proxy>(f.gc, n[0])) : ref<object>(make_object<plain_proxy>(f.gc, n[0]));
+    std::latch both_in_factory(2);
+    auto racer = [&] {
+      auto factory = [&](const auto&) {
+        both_in_factory.arrive_and_wait();
+        return make_object<plain_proxy>(f.gc, nullptr);
+      };
+      if (with_fields) return f.cache.get_or_create_outbound(static_ref_cast<proxy>(managed), factory);
+      return f.cache.get_or_create_outbound(static_ref_cast<plain_proxy>(managed), factory);
+    };
+    auto x = std::async(std::launch::async, racer);
+    auto y = std::async(std::launch::async, racer);
+    REQUIRE(x.wait_for(10s) == std::future_status::ready);
+    REQUIRE(y.wait_for(10s) == std::future_status::ready);
+    ref<object> wx = x.get(), wy = y.get();
+    CHECK(wx == wy);
+    wx.reset();
+    wy.reset();
+    f.settle();
+    CHECK(proxies_alive == 2);  // managed and the winner; the loser was freed
+    managed.reset();
+    f.settle();
+    CHECK(proxies_alive == 0);
+  }
+}
+
+TEST_CASE("identity cache: wrappers may outlive their cache; a new cache never sees an old cache's outbound wrapper") {
+  fixture f;
+  natives n(2);
+  ref<proxy> inbound;
+  ref<proxy> managed = make_object<proxy>(f.gc, n[1]);
+  {
+    identity_cache gone(f.gc);
+    inbound = gone.get_or_create<proxy>(n[0], [&](const void* id) { return make_object<proxy>(f.gc, id); });
+    gone.get_or_create_outbound(managed, [&](const auto&) { return make_object<plain_proxy>(f.gc, nullptr); });
+  }
+  identity_cache fresh(f.gc);
+  CHECK(!fresh.try_get(n[0]));
+  CHECK(!fresh.try_get_outbound(*managed));
+  ref<object> mine = fresh.get_or_create_outbound(managed, [&](const auto&) { return make_object<plain_proxy>(f.gc, nullptr); });
+  CHECK(mine.get() != palrt::interop::internal::wrapper_access::outbound(*managed).load());  // side table
+  CHECK(fresh.try_get_outbound(*managed) == mine);
+  // The wrapper of the destroyed cache retires quietly: its record finds the map closed.
+  const std::size_t handles_before = weak_handles(f.table);
+  inbound.reset();
+  managed.reset();
+  mine.reset();
+  f.settle();
+  CHECK(proxies_alive == 0);
+  CHECK(weak_handles(f.table) == handles_before - 1);
+}
+
+TEST_CASE("identity cache: bounded stress, creations and drops while collections and the finalizer remove dead entries") {
+  for (cache_design d : all_designs) {
+    const std::string design = palrt::interop::cache_design_name(d);
+    CAPTURE(design);
+    handle_table table;
+    collector gc(table, {.collect_every = 512});
+    finalizer_thread finalizer(gc);
+    finalizer.start();
+    proxies_alive = 0;
+    {
+      identity_cache cache(gc, {.design = d, .buckets = 2});
+      constexpr std::size_t identities = 512;
+      natives n(identities);
+      std::vector<ref<proxy>> rooted;
+      for (std::size_t i = 0; i < 32; ++i)
+        rooted.push_back(cache.get_or_create<proxy>(n[i], [&](const void* id) { return make_object<proxy>(gc, id); }));
+      constexpr int threads = 3;
+      const long ops = 20000 * palrt::testing::scale();
+      std::atomic<long> wrong{0}, lost_rooted{0};
+      std::latch start(threads + 1);
+      std::vector<std::thread> team;
+      for (int t = 0; t < threads; ++t)
+        team.emplace_back([&, t] {
+          start.arrive_and_wait();
+          std::uint64_t x = 0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(t + 1);
+          for (long k = 0; k < ops; ++k) {
+            x = palrt::interop::internal::splitmix64(x);
+            const std::size_t i = x % identities;
+            if (i < 32) {
+              ref<object> r = cache.try_get(n[i]);
+              if (r.get() != rooted[i].get()) lost_rooted.fetch_add(1);
+              continue;
+            }
+            ref<proxy> p = cache.get_or_create<proxy>(n[i], [&](const void* id) { return make_object<proxy>(gc, id); });
+            if (p->identity != n[i]) wrong.fetch_add(1);
+            if (x & 1) {
+              read_section s;
+              object* seen = cache.find(n[i]);
+              if (seen && static_cast<proxy*>(seen)->identity != n[i]) wrong.fetch_add(1);
+            }
+          }
+        });
+      std::thread collecting([&] {
+        start.arrive_and_wait();
+        for (int k = 0; k < 50; ++k) gc.collect();
+      });
+      for (auto& th : team) th.join();
+      collecting.join();
+      INFO("wrong wrappers: " << wrong << ", rooted wrappers not found: " << lost_rooted);
+      CHECK(wrong == 0);
+      CHECK(lost_rooted == 0);
+      rooted.clear();
+      for (int round = 0; round < 3; ++round) {
+        gc.collect();
+        REQUIRE(finalizer.wait_for_pending_finalizers(10s) == pending_finalizers::finalized);
+      }
+      const auto c = cache.counters();
+      INFO("entries left " << c.entries << ", inserted " << c.inserted << ", removed " << c.removed << ", dead replaced "
+                           << c.dead_replaced);
+      CHECK(proxies_alive == 0);
+      CHECK(c.entries == 0);
+      // Every inserted entry left: removed by its record, replaced, or dropped by compaction.
+      CHECK(c.removed + c.dead_replaced <= c.inserted);
+    }
+    finalizer.stop();
+    CHECK(weak_handles(table) == 0);
+    CHECK(gc.synchronize());
+  }
+}
