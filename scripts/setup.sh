@@ -13,6 +13,9 @@ packages=(
   doctest-dev                 # test suites
   nlohmann-json3-dev          # tests only: reading the tools' JSON back
   libcli11-dev                # palrt-startup, palrt-bench
+  # palrt-bench cache's peers, the concurrent hash maps the identity cache is measured
+  # against: tbb::concurrent_hash_map, libcuckoo (headers only) and liburcu's cds_lfht
+  libtbb-dev libcuckoo-dev liburcu-dev
   hyperfine                   # scripts/bench-*.sh
   strace valgrind libc6-dbg   # the startup path by hand; libc6-dbg gives valgrind libc symbols
   python3 python3-matplotlib  # scripts/startup_report.py, run with /usr/bin/python3
