@@ -60,7 +60,9 @@ inline constexpr interop::cache_design cache_designs[] = {
     interop::cache_design::pybind11_shards};
 
 // Case `sustained` (bench_cache_sustained.cpp): the four designs with `threads` mutators.
-void run_sustained(const bench_settings& settings, bench_report& report, int threads);
+// Returns the share of palrt's counted drops whose entry left with no on_removed call (a
+// table rebuild dropped it), which queue_wait cannot time; NaN if nothing was counted.
+double run_sustained(const bench_settings& settings, bench_report& report, int threads);
 
 // A native object whose address is an identity, like a COM object behind a pointer: 16
 // bytes, allocated on its own with new. The sustained case keeps the times its wrapper was

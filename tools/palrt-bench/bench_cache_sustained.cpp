@@ -291,7 +291,7 @@ struct repetition_values {
 
 }  // namespace
 
-void run_sustained(const bench_settings& settings, bench_report& report, int threads) {
+double run_sustained(const bench_settings& settings, bench_report& report, int threads) {
   const auto slice = settings.quick ? std::chrono::milliseconds(20) : std::chrono::milliseconds(100);
   const auto counted_part = slice * 3 / 4;
   const std::int64_t slices = std::max<std::int64_t>(1, settings.run_budget() / slice);
@@ -421,6 +421,9 @@ void run_sustained(const bench_settings& settings, bench_report& report, int thr
   }
   // The rigs go (each settles its runtime and stops its finalizer) before the team's threads.
   rigs.clear();
+  const settled& palrt_waits = totals[0].waits;  // cache_designs[0] is palrt
+  return palrt_waits.counted == 0 ? NAN
+                                  : static_cast<double>(palrt_waits.unreported) / static_cast<double>(palrt_waits.counted);
 }
 
 }  // namespace palrt::bench::cache
