@@ -56,10 +56,12 @@
 #include <type_traits>
 #include <utility>
 
+#include "palrt/interop/detail/identity_fast_path.hpp"
 #include "palrt/interop/wrapper_object.hpp"
 #include "palrt/sync/collector.hpp"
 #include "palrt/sync/object.hpp"
 #include "palrt/sync/owned_handle.hpp"
+#include "palrt/sync/read_section.hpp"
 
 namespace palrt::interop {
 
@@ -200,10 +202,11 @@ class identity_cache {
       wrapper_object* slots = internal::slots_of(w.get());
       return {sync::ref<sync::object>(std::move(w)), slots};
     };
+    if (sync::ref<sync::object> hit = try_get(identity)) return sync::static_ref_cast<T>(std::move(hit));
     return sync::static_ref_cast<T>(get_or_create_erased(identity, call, std::addressof(factory)));
   }
   // The live wrapper of `identity`, or empty. Never calls out.
-  sync::ref<sync::object> try_get(const void* identity) const;
+  sync::ref<sync::object> try_get(const void* identity) const noexcept;
   // The hit path without the reference count, for a caller already in a read section
   // (read_section.hpp): the wrapper of `identity` if it was alive when looked at, else null.
   // The pointer is valid memory until the section ends; take a reference to keep it.
@@ -250,7 +253,10 @@ class identity_cache {
 
  private:
   friend class internal::identity_cache_access;
+  // A miss of get_or_create (the factory, the record, the insert).
   sync::ref<sync::object> get_or_create_erased(const void* identity, internal::factory_fn factory, void* context);
+  // find() for the designs without an inline hit path.
+  sync::object* find_slow(const void* identity) const noexcept;
   sync::ref<sync::object> get_or_create_outbound_erased(sync::object* managed, wrapper_object* slots,
                                                         internal::factory_fn factory, void* context,
                                                         const void* argument);
@@ -261,7 +267,25 @@ class identity_cache {
 
   const std::uint64_t id_;
   std::shared_ptr<internal::cache_state> state_;
+  // The palrt design's buckets, read inline by find(); null for the other designs.
+  const detail::bucket_view* fast_ = nullptr;
 };
+
+// The hit path, inline: the read section's two stores, a hash, the probe (detail/).
+inline sync::object* identity_cache::find(const void* identity) const noexcept {
+  if (detail::is_reserved_key(identity)) [[unlikely]]
+    return nullptr;
+  if (fast_) [[likely]]
+    return detail::find_in_buckets(*fast_, identity);
+  return find_slow(identity);
+}
+
+inline sync::ref<sync::object> identity_cache::try_get(const void* identity) const noexcept {
+  sync::read_section section;  // the wrapper's memory stays valid until we hold a reference
+  sync::object* w = find(identity);
+  if (!w || !sync::internal::object_access::try_add_ref(*w)) return {};
+  return sync::ref<sync::object>::adopt(w);
+}
 
 inline sync::object* identity_cache::field_outbound(const wrapper_object& slots) const noexcept {
   // acquire: the wrapper was initialised, and its id stored, before it was published.
