@@ -18,6 +18,7 @@
 #include "palrt/sync/collector.hpp"
 #include "palrt/sync/finalizer_thread.hpp"
 #include "palrt/sync/handle_table.hpp"
+#include "palrt/sync/internal/handle_table_access.hpp"
 #include "palrt/sync/read_section.hpp"
 #include "scale.hpp"
 
@@ -543,5 +544,32 @@ TEST_CASE("identity cache: bounded stress, creations and drops while collections
     finalizer.stop();
     CHECK(weak_handles(table) == 0);
     CHECK(gc.synchronize());
+  }
+}
+
+TEST_CASE("identity cache: out of handles, get_or_create throws, inserts nothing, and works once memory is back") {
+  for (cache_design d : all_designs) {
+    const std::string design = palrt::interop::cache_design_name(d);
+    CAPTURE(design);
+    fixture f({.design = d});
+    natives n(3);
+    // The record's weak handle cannot be allocated (a fresh table has no block yet).
+    palrt::sync::internal::handle_table_access::fail_block_allocations(f.table, 1000);
+    CHECK_THROWS_AS(f.get<proxy>(n[0]), handle_allocation_error);
+    CHECK(!f.cache.try_get(n[0]));
+    palrt::sync::internal::handle_table_access::fail_block_allocations(f.table, 0);
+    ref<proxy> first = f.get<proxy>(n[0]);  // now there is a weak block
+    // A wrapper without the fields also needs a dependent handle for the side table: that
+    // one fails under the bucket's lock, and the insert unwinds.
+    palrt::sync::internal::handle_table_access::fail_block_allocations(f.table, 1000);
+    CHECK_THROWS_AS(f.get<plain_proxy>(n[1]), handle_allocation_error);
+    CHECK(!f.cache.try_get(n[1]));
+    CHECK(f.cache.counters().entries == 1);
+    palrt::sync::internal::handle_table_access::fail_block_allocations(f.table, 0);
+    ref<plain_proxy> second = f.get<plain_proxy>(n[1]);
+    CHECK(f.cache.try_get(n[1]).get() == second.get());
+    f.settle();
+    CHECK(proxies_alive == 2);  // the refused wrappers were freed
+    CHECK(weak_handles(f.table) == 2);
   }
 }

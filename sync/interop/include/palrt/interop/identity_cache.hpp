@@ -127,8 +127,8 @@ wrapper_object* slots_of(U* p) noexcept {
 }
 }  // namespace internal
 
-// A cached wrapper's record (the place of CoreCLR's NativeObjectWrapper): the identity, and
-// the weak handle to the wrapper that the cache's entry stores. It lives exactly as long as
+// A cached wrapper's record (what a runtime's native-object wrapper tracks): the identity,
+// and the weak handle to the wrapper that the cache's entry stores. It lives exactly as long as
 // its wrapper (the wrapper's field, or the side table, holds it). Its finalization removes
 // its entry from its cache by exact handle and then frees the handle.
 class wrapper_record final : public sync::finalizable {
@@ -190,9 +190,11 @@ class identity_cache {
   // lock held, and it is cached (see the top of this file for races). The factory returns a
   // sync::ref<U>, U derived from sync::object; the result is cast to T (static: the caller
   // knows the wrapper's type). Throws std::invalid_argument for a null identity, or if the
-  // factory returns null or an object of another collector; identity_mismatch if it returns
-  // the wrapper of another identity; and whatever the factory throws. In each case nothing
-  // was inserted and the cache is usable.
+  // factory returns null, an object of another collector or a wrapper another cache made;
+  // identity_mismatch if it returns the wrapper of another identity; std::bad_alloc or
+  // handle_allocation_error; and whatever the factory throws. In each case nothing was
+  // inserted and the cache is usable. A factory that returns this cache's wrapper of this
+  // identity (evicted earlier with remove()) gets it cached again with its own record.
   template <class T = sync::object, class Factory>
   sync::ref<T> get_or_create(const void* identity, Factory&& factory) {
     using made = std::remove_cvref_t<std::invoke_result_t<Factory&, const void*>>;
