@@ -15,8 +15,9 @@
 //
 // Why a reader may trust the handle it read (the whole argument): an entry's handle is
 // freed only by its record (wrapper_record::retire), which first removes the entry under the
-// bucket's lock: the key becomes a tombstone, or the table is replaced. A reader:
-// (The reader's side is detail::find_in_buckets(), identity_fast_path.hpp, inline.)
+// bucket's lock: the key becomes a tombstone, or the table is replaced. A reader
+// (detail::find_in_buckets(), inline in identity_fast_path.hpp), after (A') loading the
+// bucket's table (acquire, pairing with its publication (A) below):
 //   (B')  loads the key (acquire) and sees the identity: the handle stored before it (B) is
 //         the one it then loads;
 //   (C')  loads the handle's target (acquire, handle_table::target);
@@ -59,9 +60,8 @@ void place(bucket_table* t, const void* key, sync::gc_handle handle, std::uint64
   // release (B): a reader that sees the key sees the handle stored before it.
   e.key.store(key, std::memory_order_release);
 }
-}  // namespace
 
-static bucket_table* create_table(unsigned slot_bits) {
+bucket_table* create_table(unsigned slot_bits) {
   const std::size_t n = std::size_t{1} << slot_bits;
   void* memory = ::operator new(sizeof(bucket_table) + n * sizeof(bucket_table::entry), std::align_val_t{alignof(bucket_table)});
   auto* t = new (memory) bucket_table;
@@ -71,11 +71,12 @@ static bucket_table* create_table(unsigned slot_bits) {
   return t;
 }
 
-static void destroy_table(bucket_table* t) noexcept {
+void destroy_table(bucket_table* t) noexcept {
   if (!t) return;
   // entry and bucket_table are trivially destructible: nothing to run.
   ::operator delete(t, std::align_val_t{alignof(bucket_table)});
 }
+}  // namespace
 
 bucket_map::bucket_map(std::size_t buckets)
     : bucket_bits_(bits_for(buckets)),
