@@ -50,7 +50,9 @@ cache_state::cache_state(sync::collector& c, const cache_options& o, std::uint64
 }  // namespace internal
 
 identity_cache::identity_cache(sync::collector& collector, cache_options options)
-    : id_(internal::next_cache_id()), state_(std::make_shared<internal::cache_state>(collector, options, id_)) {
+    : id_(internal::next_cache_id()),
+      state_(std::make_shared<internal::cache_state>(collector, options, id_)),
+      dispatch_(options.dispatch) {
   if (auto* buckets = dynamic_cast<internal::bucket_map*>(state_->map.get())) fast_ = &buckets->view();
 }
 

@@ -57,6 +57,7 @@
 #include <utility>
 
 #include "palrt/interop/detail/identity_fast_path.hpp"
+#include "palrt/interop/dispatch_tables.hpp"
 #include "palrt/interop/wrapper_object.hpp"
 #include "palrt/sync/collector.hpp"
 #include "palrt/sync/object.hpp"
@@ -79,6 +80,8 @@ struct cache_options {
   // removal, with no lock held. It must not throw.
   void (*on_removed)(void* context, const void* identity) noexcept = nullptr;
   void* on_removed_context = nullptr;
+  // Which interfaces of a managed type this cache exposes to native code (dispatch()).
+  dispatch_policy dispatch{};
 };
 
 // Relaxed snapshots; entries and tombstones are summed over buckets, each read under its lock.
@@ -251,6 +254,12 @@ class identity_cache {
     return try_get_outbound_erased(const_cast<M&>(managed), slots);
   }
 
+  // The dispatch tables (vtables) this cache's outbound wrappers expose: the process-wide
+  // tables, built once per type whichever cache asks first, seen through this cache's
+  // policy (cache_options::dispatch) and its own L1 (dispatch_tables.hpp). A new cache never
+  // rebuilds a table, and never sees another cache's policy.
+  dispatch_cache& dispatch() noexcept { return dispatch_; }
+
   cache_counters counters() const;
 
  private:
@@ -271,6 +280,7 @@ class identity_cache {
   std::shared_ptr<internal::cache_state> state_;
   // The palrt design's buckets, read inline by find(); null for the other designs.
   const detail::bucket_view* fast_ = nullptr;
+  dispatch_cache dispatch_;
 };
 
 // The hit path, inline: the read section's two stores, a hash, the probe (detail/).
