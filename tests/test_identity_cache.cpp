@@ -6,18 +6,21 @@
 #include <chrono>
 #include <future>
 #include <latch>
+#include <memory>
 #include <set>
 #include <stdexcept>
 #include <thread>
 #include <vector>
 
 #include "palrt/interop/identity_cache.hpp"
+#include "palrt/interop/internal/dispatch_tables_access.hpp"
 #include "palrt/interop/internal/bucket_hash.hpp"
 #include "palrt/interop/internal/cache_state.hpp"
 #include "palrt/interop/internal/weak_object_table.hpp"
 #include "palrt/sync/collector.hpp"
 #include "palrt/sync/finalizer_thread.hpp"
 #include "palrt/sync/handle_table.hpp"
+#include "palrt/sync/internal/handle_table_access.hpp"
 #include "palrt/sync/read_section.hpp"
 #include "scale.hpp"
 
@@ -543,5 +546,85 @@ TEST_CASE("identity cache: bounded stress, creations and drops while collections
     finalizer.stop();
     CHECK(weak_handles(table) == 0);
     CHECK(gc.synchronize());
+  }
+}
+
+TEST_CASE("identity cache: out of handles, get_or_create throws, inserts nothing, and works once memory is back") {
+  for (cache_design d : all_designs) {
+    const std::string design = palrt::interop::cache_design_name(d);
+    CAPTURE(design);
+    fixture f({.design = d});
+    natives n(3);
+    // The record's weak handle cannot be allocated (a fresh table has no block yet).
+    palrt::sync::internal::handle_table_access::fail_block_allocations(f.table, 1000);
+    CHECK_THROWS_AS(f.get<proxy>(n[0]), handle_allocation_error);
+    CHECK(!f.cache.try_get(n[0]));
+    palrt::sync::internal::handle_table_access::fail_block_allocations(f.table, 0);
+    ref<proxy> first = f.get<proxy>(n[0]);  // now there is a weak block
+    // A wrapper without the fields also needs a dependent handle for the side table: that
+    // one fails under the bucket's lock, and the insert unwinds.
+    palrt::sync::internal::handle_table_access::fail_block_allocations(f.table, 1000);
+    CHECK_THROWS_AS(f.get<plain_proxy>(n[1]), handle_allocation_error);
+    CHECK(!f.cache.try_get(n[1]));
+    CHECK(f.cache.counters().entries == 1);
+    palrt::sync::internal::handle_table_access::fail_block_allocations(f.table, 0);
+    ref<plain_proxy> second = f.get<plain_proxy>(n[1]);
+    CHECK(f.cache.try_get(n[1]).get() == second.get());
+    f.settle();
+    CHECK(proxies_alive == 2);  // the refused wrappers were freed
+    CHECK(weak_handles(f.table) == 2);
+  }
+}
+
+namespace {
+template <int N>
+void slot_fn() {}
+const palrt::interop::dispatch_slot base_slots[] = {&slot_fn<0>, &slot_fn<1>, &slot_fn<2>};
+const palrt::interop::dispatch_slot methods_a[] = {&slot_fn<10>};
+const palrt::interop::dispatch_slot methods_b[] = {&slot_fn<20>, &slot_fn<21>};
+const palrt::interop::interface_id id_a = palrt::interop::interface_id::from_guid(0xa, 0, 0, {0, 0, 0, 0, 0, 0, 0, 1});
+const palrt::interop::interface_id id_b = palrt::interop::interface_id::from_guid(0xb, 0, 0, {0, 0, 0, 0, 0, 0, 0, 2});
+const palrt::interop::interface_descriptor iface_a{id_a, "IA", methods_a};
+const palrt::interop::interface_descriptor iface_b{id_b, "IB", methods_b};
+const palrt::interop::interface_descriptor* const both[] = {&iface_a, &iface_b};
+const palrt::interop::type_descriptor hiding_first_type{"CacheHidingFirst", base_slots, both};
+const palrt::interop::type_descriptor exposing_first_type{"CacheExposingFirst", base_slots, both};
+
+palrt::interop::dispatch_policy hide_b() {
+  return {[](void*, const palrt::interop::type_descriptor&, const palrt::interop::interface_descriptor& i) noexcept {
+            return i.id != id_b;
+          },
+          nullptr};
+}
+}  // namespace
+
+TEST_CASE("identity cache: dispatch tables are built once for the process; each cache sees its own policy, in both creation orders") {
+  using palrt::interop::internal::dispatch_tables_access;
+  handle_table table;
+  collector gc(table);
+  for (const auto* type : {&hiding_first_type, &exposing_first_type}) {
+    const bool hiding_first = type == &hiding_first_type;
+    CAPTURE(hiding_first);
+    const std::uint64_t built_before = dispatch_tables_access::tables_built();
+    auto first = std::make_unique<identity_cache>(gc, cache_options{.dispatch = hiding_first ? hide_b() : palrt::interop::dispatch_policy{}});
+    auto second = std::make_unique<identity_cache>(gc, cache_options{.dispatch = hiding_first ? palrt::interop::dispatch_policy{} : hide_b()});
+    identity_cache& hiding = hiding_first ? *first : *second;
+    identity_cache& exposing = hiding_first ? *second : *first;
+    // The first cache to ask builds the table; the second finds it.
+    const palrt::interop::dispatch_slot* a_first = first->dispatch().find(*type, id_a);
+    CHECK(dispatch_tables_access::tables_built() == built_before + 1);
+    const palrt::interop::dispatch_slot* a_second = second->dispatch().find(*type, id_a);
+    CHECK(dispatch_tables_access::tables_built() == built_before + 1);
+    CHECK((a_first == a_second));  // the same process-wide vtable
+    CHECK((hiding.dispatch().find(*type, id_b) == nullptr));
+    const palrt::interop::dispatch_slot* b = exposing.dispatch().find(*type, id_b);
+    REQUIRE((b != nullptr));
+    CHECK((b[0] == &slot_fn<0>));   // base slots first
+    CHECK((b[3] == &slot_fn<20>));  // then the interface's methods
+    // A new cache never rebuilds, and sees its own policy (here: everything).
+    second.reset();
+    identity_cache third(gc);
+    CHECK((third.dispatch().find(*type, id_b) == b));
+    CHECK(dispatch_tables_access::tables_built() == built_before + 1);
   }
 }

@@ -15,7 +15,9 @@
 //
 // Why a reader may trust the handle it read (the whole argument): an entry's handle is
 // freed only by its record (wrapper_record::retire), which first removes the entry under the
-// bucket's lock: the key becomes a tombstone, or the table is replaced. A reader:
+// bucket's lock: the key becomes a tombstone, or the table is replaced. A reader
+// (detail::find_in_buckets(), inline in identity_fast_path.hpp), after (A') loading the
+// bucket's table (acquire, pairing with its publication (A) below):
 //   (B')  loads the key (acquire) and sees the identity: the handle stored before it (B) is
 //         the one it then loads;
 //   (C')  loads the handle's target (acquire, handle_table::target);
@@ -58,60 +60,34 @@ void place(bucket_table* t, const void* key, sync::gc_handle handle, std::uint64
   // release (B): a reader that sees the key sees the handle stored before it.
   e.key.store(key, std::memory_order_release);
 }
-}  // namespace
 
-bucket_table* bucket_table::create(unsigned slot_bits) {
+bucket_table* create_table(unsigned slot_bits) {
   const std::size_t n = std::size_t{1} << slot_bits;
-  void* memory = ::operator new(sizeof(bucket_table) + n * sizeof(entry), std::align_val_t{alignof(bucket_table)});
+  void* memory = ::operator new(sizeof(bucket_table) + n * sizeof(bucket_table::entry), std::align_val_t{alignof(bucket_table)});
   auto* t = new (memory) bucket_table;
   t->slot_bits = slot_bits;
   t->mask = n - 1;
-  for (std::size_t i = 0; i < n; ++i) new (&t->entries()[i]) entry;
+  for (std::size_t i = 0; i < n; ++i) new (&t->entries()[i]) bucket_table::entry;
   return t;
 }
 
-void bucket_table::destroy(bucket_table* t) noexcept {
+void destroy_table(bucket_table* t) noexcept {
   if (!t) return;
   // entry and bucket_table are trivially destructible: nothing to run.
   ::operator delete(t, std::align_val_t{alignof(bucket_table)});
 }
+}  // namespace
 
 bucket_map::bucket_map(std::size_t buckets)
     : bucket_bits_(bits_for(buckets)),
       tables_(new std::atomic<bucket_table*>[std::size_t{1} << bucket_bits_]),
-      writers_(new bucket_writer[std::size_t{1} << bucket_bits_]) {
+      writers_(new bucket_writer[std::size_t{1} << bucket_bits_]),
+      view_{bucket_bits_, tables_.get()} {
   // Tables are made on a bucket's first insert: a cache nobody asks costs the pointers only.
   for (std::size_t b = 0; b < bucket_count(); ++b) tables_[b].store(nullptr, std::memory_order_relaxed);
 }
 
 bucket_map::~bucket_map() { close(); }
-
-sync::object* bucket_map::find(const void* identity) const noexcept {
-  const std::uint64_t hash = fibonacci_hash(identity);
-  const std::size_t b = bucket_of(hash, bucket_bits_);
-retry:
-  // acquire (A'): the table's entries as its writer wrote them before publishing it (A).
-  const bucket_table* t = tables_[b].load(std::memory_order_acquire);
-  if (!t) return nullptr;
-  std::size_t i = first_slot_of(hash, bucket_bits_, t->slot_bits);
-  for (std::size_t probes = 0; probes <= t->mask; ++probes, i = (i + 1) & t->mask) {
-    const bucket_table::entry& e = t->entries()[i];
-    // acquire (B'): pairs with (B) in place().
-    const void* key = e.key.load(std::memory_order_acquire);
-    if (key == identity) {
-      // relaxed: ordered by (B'); a slot's handle is written once, before its key.
-      const sync::gc_handle handle = e.handle.load(std::memory_order_relaxed);
-      // (C'): handle_table::target() loads with acquire.
-      auto* target = static_cast<sync::object*>(sync::handle_table::target(handle));
-      // (D): relaxed, kept after (C') by its acquire. See the top of this file.
-      if (e.key.load(std::memory_order_relaxed) != identity || tables_[b].load(std::memory_order_relaxed) != t)
-        goto retry;
-      return target && sync::internal::object_access::alive(*target) ? target : nullptr;
-    }
-    if (!key) return nullptr;
-  }
-  return nullptr;
-}
 
 std::ptrdiff_t bucket_map::slot_of(const bucket_table* t, const void* identity, std::uint64_t hash,
                                    unsigned bucket_bits) noexcept {
@@ -142,7 +118,7 @@ bucket_table* bucket_map::make_room(std::size_t b, bucket_writer& w) {
     }
   unsigned bits = min_slot_bits;
   while ((std::size_t{1} << bits) < 2 * (keep + 1)) ++bits;
-  bucket_table* fresh = bucket_table::create(bits);  // may throw: nothing changed yet
+  bucket_table* fresh = create_table(bits);  // may throw: nothing changed yet
   if (t)
     for (std::size_t i = 0; i <= t->mask; ++i) {
       const bucket_table::entry& e = t->entries()[i];
@@ -230,7 +206,7 @@ void bucket_map::reclaim_retired() {
     bucket_table* t = *link;
     if (oldest > t->retired_at) {
       *link = t->next_retired;
-      bucket_table::destroy(t);
+      destroy_table(t);
       --retired_count_;
     } else {
       link = &t->next_retired;
@@ -244,13 +220,13 @@ void bucket_map::close() noexcept {
   for (std::size_t b = 0; b < bucket_count(); ++b) {
     std::lock_guard<std::mutex> lock(writers_[b].lock);
     writers_[b].closed = true;
-    bucket_table::destroy(tables_[b].exchange(nullptr, std::memory_order_relaxed));
+    destroy_table(tables_[b].exchange(nullptr, std::memory_order_relaxed));
     writers_[b].used = writers_[b].live = writers_[b].tombstones = 0;
   }
   std::lock_guard<std::mutex> guard(retired_lock_);
   while (bucket_table* t = retired_) {
     retired_ = t->next_retired;
-    bucket_table::destroy(t);
+    destroy_table(t);
   }
   retired_count_ = 0;
 }

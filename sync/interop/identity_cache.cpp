@@ -36,7 +36,7 @@ std::uint64_t next_cache_id() noexcept {
   return last.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
-bool is_reserved(const void* identity) noexcept { return !identity || identity == bucket_map::tombstone(); }
+bool is_reserved(const void* identity) noexcept { return detail::is_reserved_key(identity); }
 
 [[noreturn]] void throw_invalid(const char* operation, const char* problem) {
   throw std::invalid_argument(std::string("palrt: identity_cache::") + operation + ": " + problem);
@@ -50,9 +50,14 @@ cache_state::cache_state(sync::collector& c, const cache_options& o, std::uint64
 }  // namespace internal
 
 identity_cache::identity_cache(sync::collector& collector, cache_options options)
-    : id_(internal::next_cache_id()), state_(std::make_shared<internal::cache_state>(collector, options, id_)) {}
+    : id_(internal::next_cache_id()),
+      state_(std::make_shared<internal::cache_state>(collector, options, id_)),
+      dispatch_(options.dispatch) {
+  if (auto* buckets = dynamic_cast<internal::bucket_map*>(state_->map.get())) fast_ = &buckets->view();
+}
 
 identity_cache::~identity_cache() {
+  fast_ = nullptr;
   // Records of wrappers still alive keep state_ (and find the map closed when they retire).
   state_->map->close();
   state_->outbound.clear();
@@ -61,16 +66,7 @@ identity_cache::~identity_cache() {
 cache_design identity_cache::design() const noexcept { return state_->options.design; }
 std::size_t identity_cache::bucket_count() const noexcept { return state_->map->bucket_count(); }
 
-sync::object* identity_cache::find(const void* identity) const noexcept {
-  return internal::is_reserved(identity) ? nullptr : state_->map->find(identity);
-}
-
-sync::ref<sync::object> identity_cache::try_get(const void* identity) const {
-  sync::read_section section;
-  sync::object* w = find(identity);
-  if (!w || !sync::internal::object_access::try_add_ref(*w)) return {};
-  return sync::ref<sync::object>::adopt(w);
-}
+sync::object* identity_cache::find_slow(const void* identity) const noexcept { return state_->map->find(identity); }
 
 bool identity_cache::remove(const void* identity, sync::gc_handle handle) noexcept {
   if (internal::is_reserved(identity) || !handle) return false;
@@ -82,7 +78,6 @@ bool identity_cache::remove(const void* identity, sync::gc_handle handle) noexce
 sync::ref<sync::object> identity_cache::get_or_create_erased(const void* identity, internal::factory_fn factory,
                                                              void* context) {
   if (internal::is_reserved(identity)) internal::throw_invalid("get_or_create", "the identity is null");
-  if (sync::ref<sync::object> hit = try_get(identity)) return hit;
 
   // A miss: the factory runs with no lock held (it may call back into this cache, even for
   // the same identity, from this or another thread).

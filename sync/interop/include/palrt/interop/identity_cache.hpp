@@ -56,10 +56,13 @@
 #include <type_traits>
 #include <utility>
 
+#include "palrt/interop/detail/identity_fast_path.hpp"
+#include "palrt/interop/dispatch_tables.hpp"
 #include "palrt/interop/wrapper_object.hpp"
 #include "palrt/sync/collector.hpp"
 #include "palrt/sync/object.hpp"
 #include "palrt/sync/owned_handle.hpp"
+#include "palrt/sync/read_section.hpp"
 
 namespace palrt::interop {
 
@@ -77,6 +80,8 @@ struct cache_options {
   // removal, with no lock held. It must not throw.
   void (*on_removed)(void* context, const void* identity) noexcept = nullptr;
   void* on_removed_context = nullptr;
+  // Which interfaces of a managed type this cache exposes to native code (dispatch()).
+  dispatch_policy dispatch{};
 };
 
 // Relaxed snapshots; entries and tombstones are summed over buckets, each read under its lock.
@@ -125,8 +130,8 @@ wrapper_object* slots_of(U* p) noexcept {
 }
 }  // namespace internal
 
-// A cached wrapper's record (the place of CoreCLR's NativeObjectWrapper): the identity, and
-// the weak handle to the wrapper that the cache's entry stores. It lives exactly as long as
+// A cached wrapper's record (what a runtime's native-object wrapper tracks): the identity,
+// and the weak handle to the wrapper that the cache's entry stores. It lives exactly as long as
 // its wrapper (the wrapper's field, or the side table, holds it). Its finalization removes
 // its entry from its cache by exact handle and then frees the handle.
 class wrapper_record final : public sync::finalizable {
@@ -188,9 +193,11 @@ class identity_cache {
   // lock held, and it is cached (see the top of this file for races). The factory returns a
   // sync::ref<U>, U derived from sync::object; the result is cast to T (static: the caller
   // knows the wrapper's type). Throws std::invalid_argument for a null identity, or if the
-  // factory returns null or an object of another collector; identity_mismatch if it returns
-  // the wrapper of another identity; and whatever the factory throws. In each case nothing
-  // was inserted and the cache is usable.
+  // factory returns null, an object of another collector or a wrapper another cache made;
+  // identity_mismatch if it returns the wrapper of another identity; std::bad_alloc or
+  // handle_allocation_error; and whatever the factory throws. In each case nothing was
+  // inserted and the cache is usable. A factory that returns this cache's wrapper of this
+  // identity (evicted earlier with remove()) gets it cached again with its own record.
   template <class T = sync::object, class Factory>
   sync::ref<T> get_or_create(const void* identity, Factory&& factory) {
     using made = std::remove_cvref_t<std::invoke_result_t<Factory&, const void*>>;
@@ -200,10 +207,11 @@ class identity_cache {
       wrapper_object* slots = internal::slots_of(w.get());
       return {sync::ref<sync::object>(std::move(w)), slots};
     };
+    if (sync::ref<sync::object> hit = try_get(identity)) return sync::static_ref_cast<T>(std::move(hit));
     return sync::static_ref_cast<T>(get_or_create_erased(identity, call, std::addressof(factory)));
   }
   // The live wrapper of `identity`, or empty. Never calls out.
-  sync::ref<sync::object> try_get(const void* identity) const;
+  sync::ref<sync::object> try_get(const void* identity) const noexcept;
   // The hit path without the reference count, for a caller already in a read section
   // (read_section.hpp): the wrapper of `identity` if it was alive when looked at, else null.
   // The pointer is valid memory until the section ends; take a reference to keep it.
@@ -246,11 +254,20 @@ class identity_cache {
     return try_get_outbound_erased(const_cast<M&>(managed), slots);
   }
 
+  // The dispatch tables (vtables) this cache's outbound wrappers expose: the process-wide
+  // tables, built once per type whichever cache asks first, seen through this cache's
+  // policy (cache_options::dispatch) and its own L1 (dispatch_tables.hpp). A new cache never
+  // rebuilds a table, and never sees another cache's policy.
+  dispatch_cache& dispatch() noexcept { return dispatch_; }
+
   cache_counters counters() const;
 
  private:
   friend class internal::identity_cache_access;
+  // A miss of get_or_create (the factory, the record, the insert).
   sync::ref<sync::object> get_or_create_erased(const void* identity, internal::factory_fn factory, void* context);
+  // find() for the designs without an inline hit path.
+  sync::object* find_slow(const void* identity) const noexcept;
   sync::ref<sync::object> get_or_create_outbound_erased(sync::object* managed, wrapper_object* slots,
                                                         internal::factory_fn factory, void* context,
                                                         const void* argument);
@@ -261,7 +278,26 @@ class identity_cache {
 
   const std::uint64_t id_;
   std::shared_ptr<internal::cache_state> state_;
+  // The palrt design's buckets, read inline by find(); null for the other designs.
+  const detail::bucket_view* fast_ = nullptr;
+  dispatch_cache dispatch_;
 };
+
+// The hit path, inline: the read section's two stores, a hash, the probe (detail/).
+inline sync::object* identity_cache::find(const void* identity) const noexcept {
+  if (detail::is_reserved_key(identity)) [[unlikely]]
+    return nullptr;
+  if (fast_) [[likely]]
+    return detail::find_in_buckets(*fast_, identity);
+  return find_slow(identity);
+}
+
+inline sync::ref<sync::object> identity_cache::try_get(const void* identity) const noexcept {
+  sync::read_section section;  // the wrapper's memory stays valid until we hold a reference
+  sync::object* w = find(identity);
+  if (!w || !sync::internal::object_access::try_add_ref(*w)) return {};
+  return sync::ref<sync::object>::adopt(w);
+}
 
 inline sync::object* identity_cache::field_outbound(const wrapper_object& slots) const noexcept {
   // acquire: the wrapper was initialised, and its id stored, before it was published.

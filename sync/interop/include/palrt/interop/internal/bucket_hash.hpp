@@ -17,22 +17,16 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "palrt/interop/detail/identity_fast_path.hpp"
+
 namespace palrt::interop::internal {
 
-inline constexpr std::uint64_t fibonacci_multiplier = 0x9E3779B97F4A7C15ull;
+// fibonacci_hash, bucket_of and first_slot_of live with the inline hit path.
+using detail::bucket_of;
+using detail::fibonacci_hash;
+using detail::fibonacci_multiplier;
+using detail::first_slot_of;
 
-inline std::uint64_t fibonacci_hash(const void* p) noexcept {
-  return reinterpret_cast<std::uintptr_t>(p) * fibonacci_multiplier;
-}
-// The bucket of a hash, for 2^bucket_bits buckets (bucket_bits in 0..12).
-inline std::size_t bucket_of(std::uint64_t hash, unsigned bucket_bits) noexcept {
-  // A shift by 64 is undefined: one bucket takes no bits.
-  return bucket_bits == 0 ? 0 : static_cast<std::size_t>(hash >> (64 - bucket_bits));
-}
-// The first slot inside a bucket's table of 2^slot_bits slots: the bits below the bucket's.
-inline std::size_t first_slot_of(std::uint64_t hash, unsigned bucket_bits, unsigned slot_bits) noexcept {
-  return static_cast<std::size_t>((hash << bucket_bits) >> (64 - slot_bits));
-}
 // What the hash is there to avoid: the address's low bits.
 inline std::size_t masked_bucket_of(const void* p, std::size_t buckets) noexcept {
   return static_cast<std::size_t>(reinterpret_cast<std::uintptr_t>(p) & (buckets - 1));

@@ -8,44 +8,28 @@
 #include <memory>
 #include <mutex>
 
+#include "palrt/interop/detail/identity_fast_path.hpp"
 #include "palrt/interop/internal/entry_map.hpp"
 
 namespace palrt::interop::internal {
 
-// One bucket's table: 2^slot_bits entries. An entry's key goes empty -> identity ->
-// tombstone and never back: a slot is written once per table (bucket_map.cpp, "Slots").
-struct alignas(64) bucket_table {  // a line of its own: entries start on a line boundary
-  struct entry {
-    std::atomic<const void*> key{nullptr};
-    std::atomic<sync::gc_handle> handle{};
-  };
-  static_assert(std::atomic<sync::gc_handle>::is_always_lock_free);
-
-  unsigned slot_bits = 0;
-  std::size_t mask = 0;
-  std::uint64_t retired_at = 0;  // the grace-period tag, once replaced
-  bucket_table* next_retired = nullptr;  // link in bucket_map's retired list
-  entry* entries() noexcept { return reinterpret_cast<entry*>(this + 1); }
-  const entry* entries() const noexcept { return reinterpret_cast<const entry*>(this + 1); }
-
-  static bucket_table* create(unsigned slot_bits);  // throws std::bad_alloc
-  static void destroy(bucket_table* t) noexcept;
-};
+using detail::bucket_table;
 
 class bucket_map final : public entry_map {
  public:
   explicit bucket_map(std::size_t buckets);
   ~bucket_map() override;
 
-  sync::object* find(const void* identity) const noexcept override;
+  sync::object* find(const void* identity) const noexcept override { return detail::find_in_buckets(view_, identity); }
+  // What identity_cache's inline hit path reads (valid for the map's life).
+  const detail::bucket_view& view() const noexcept { return view_; }
   sync::ref<sync::object> insert(const void* identity, attach_fn attach, void* context) override;
   bool remove(const void* identity, sync::gc_handle handle) noexcept override;
   void close() noexcept override;
   map_counters counters() const override;
   std::size_t bucket_count() const noexcept override { return std::size_t{1} << bucket_bits_; }
 
-  // The tombstone key: the top of the address space, never a user-space pointer.
-  static const void* tombstone() noexcept { return reinterpret_cast<const void*>(~std::uintptr_t{0}); }
+  static const void* tombstone() noexcept { return detail::tombstone_key(); }
 
  private:
   // Writers' state of one bucket, on a line of its own: a writer taking the lock must not
@@ -72,6 +56,7 @@ class bucket_map final : public entry_map {
   // The readers' only shared state: read-mostly (written when a table is replaced).
   std::unique_ptr<std::atomic<bucket_table*>[]> tables_;
   std::unique_ptr<bucket_writer[]> writers_;
+  const detail::bucket_view view_;
 
   // Replaced tables waiting for a grace period, linked through next_retired (no allocation:
   // retiring cannot fail halfway through a rebuild).
