@@ -91,6 +91,7 @@ void runtime::settle() {
       throw std::runtime_error("the finalizer thread did not finish its queue within 10 s");
     if (r.found_dead == 0 && r.awaiting_grace_period == 0) return;
   }
+  throw std::runtime_error("collections still found dead objects, or objects awaiting a grace period, after 8 rounds");
 }
 
 namespace {
