@@ -312,20 +312,23 @@ std::vector<std::string> verdicts(const bench_report& report, int many, double p
   std::string unreported_note;
   if (std::isfinite(palrt_unreported)) {
     char buf[160];
-    std::snprintf(buf, sizeof buf, "; %.0f%% of palrt's dead entries left in table rebuilds, which on_removed does not report: not in it",
+    std::snprintf(buf, sizeof buf,
+                  "; queue_wait leaves out the %.0f%% of palrt's dead entries that left in table rebuilds, which "
+                  "on_removed does not report",
                   100.0 * palrt_unreported);
     unreported_note = buf;
   }
-  verdict_line queue_wait("sustained: palrt's dead wrappers wait no longer than single-lock's (queue_wait_p99, palrt / single-lock" +
+  verdict_line queue_wait("sustained: palrt's dead wrappers wait no longer than single-lock's (palrt / single-lock" +
                           unreported_note + ")");
   verdict_line lookup_p99("sustained: palrt's lookup p99 no worse than single-lock's (palrt / single-lock)");
-  const auto ratio_line = [&](verdict_line& line, const char* metric) {
+  const auto ratio = [&](verdict_line& line, const char* metric) {
     const auto mine = value_of(report, "sustained", p, many, metric);
     const auto lock = value_of(report, "sustained", "single-lock", many, metric);
-    if (mine && lock && *lock > 0) line.add(std::to_string(many) + "t", *mine / *lock, "x", *mine <= *lock);
+    if (mine && lock && *lock > 0) line.add(std::string(metric) + " " + n + "t", *mine / *lock, "x", *mine <= *lock);
   };
-  ratio_line(queue_wait, "queue_wait_p99_ns");
-  ratio_line(lookup_p99, "p99_ns");
+  ratio(queue_wait, "queue_wait_p99_ns");
+  ratio(queue_wait, "finalizer_wait_p99_ns");
+  ratio(lookup_p99, "p99_ns");
   std::vector<std::string> lines;
   for (const auto* line : {&uncontended, &scaling, &versus_lock, &versus_peers, &queue_wait, &lookup_p99}) {
     if (!line->empty()) lines.push_back(line->str());

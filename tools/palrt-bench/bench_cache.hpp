@@ -89,9 +89,16 @@ struct identity_pool {
   std::vector<const void*> identities;
 };
 
+// What the sustained case attaches to a wrapper: an object released when the wrapper is
+// freed, after the wrapper's record (bench_wrapper's bases are destroyed in reverse order:
+// wrapper_object, which drops the record, before this). Empty in the other cases.
+struct wrapper_attachment {
+  sync::ref<sync::object> released_after_record;
+};
+
 // The managed wrapper of an identity, the same type for every variant. It carries
 // wrapper_object's fields, so the identity_cache variants keep its record in the object.
-class bench_wrapper final : public sync::object, public interop::wrapper_object {
+class bench_wrapper final : public sync::object, public wrapper_attachment, public interop::wrapper_object {
  public:
   explicit bench_wrapper(const void* native) noexcept : identity(native) {}
   const void* const identity;

@@ -5,12 +5,14 @@
 // cached longer (the seed: "the finalizer thread stalls acquiring the write lock").
 //
 // The four identity_cache designs, each in a runtime of its own (handle table, collector,
-// finalizer thread), so that one design's finalizer never works off another's dead wrappers. `threads` mutators (2 by default, --threads N) each repeat:
-//   - one creation: get_or_create<T>(identity, factory) for the next identity of its own
-//     pool, a miss (the factory runs: checked), then the wrapper is dropped at once; the drop
-//     time is stamped in the identity (a 16-byte native object) just before;
-//   - `lookups_per_creation` lookups of the 64 rooted wrappers, { read_section; find();
-//     read a field }, each timed alone between two clock reads.
+// finalizer thread), so that one design's finalizer never works off another's dead
+// wrappers. `threads` mutators (2 by default, --threads N) each, at a fixed pace (one every
+// 20 us, the same for every design):
+//   - create a wrapper: get_or_create<T>(identity, factory) for the next identity of its own
+//     pool, a miss (the factory runs: checked), then drop it at once; the drop time is
+//     stamped in the identity (a 16-byte native object) just before;
+// and in between look up the 64 rooted wrappers, { read_section; find(); read a field },
+// each lookup timed alone between two clock reads.
 // A collector thread calls collect() every millisecond: one collection finds the dropped
 // wrappers dead and frees them, which drops their records, and queues the records for the
 // finalizer thread, whose finalization of a record removes its entry and calls the cache's
@@ -20,14 +22,26 @@
 // waits is then the time to the next collection, the finalizer's queue and the removal
 // itself, which is where the designs differ.
 //
-// An identity whose entry has not been removed yet is skipped when its mutator comes back to
-// it (the pool is large enough that this is rare; stderr counts it): get_or_create would
-// replace the dead entry itself, and that drop's removal would never be reported, so only the
-// quick ones would be counted.
+// Each wrapper also carries a small finalizable object (a probe) that the wrapper's
+// destructor releases just after its record (bench_cache.hpp, wrapper_attachment): the two
+// die together and are finalized one after the other, so the probe's finalize() stamps when
+// the finalizer thread has finished the wrapper's record. That works the same for every
+// design, including the removals on_removed does not report (below).
+//
+// An identity is used again only once its last wrapper's record has been finalized and
+// its entry is gone; until then its mutator skips it (the pool is large enough that this is
+// rare; stderr counts it). get_or_create would otherwise replace the dead entry itself, and
+// that drop's removal would never be reported, so only the quick ones would be counted.
 //
 // Metrics (threads = mutators): p50_ns / p99_ns of the lookups (each includes one clock read,
 // ~20 ns, the same for every design); queue_wait_p50_ns / queue_wait_p99_ns, from a drop to
-// the removal of its entry; ops_per_s, creations per second by all mutators together.
+// the removal of its entry as on_removed reports it; finalizer_wait_p50_ns /
+// finalizer_wait_p99_ns, from a drop to the end of its record's finalization (the probe);
+// ops_per_s, creations per second by all mutators together. on_removed reports removals by
+// records only: palrt's design also drops the entries of wrappers whose handle a collection
+// cleared when it rebuilds a bucket's table, before their records retire. When those entries
+// left is not known, so queue_wait leaves them out (stderr says how many); finalizer_wait
+// counts every drop.
 //
 // The designs alternate in slices (100 ms; 20 ms with --quick) in shuffled order. After each
 // slice the design's runtime is settled (collections and finalization until nothing is dead)
@@ -72,9 +86,31 @@ using sync::ref;
 
 constexpr const char* sustained_case = "sustained";
 constexpr std::size_t rooted_count = 64;         // looked up; a power of two
-constexpr int lookups_per_creation = 16;
+// Each mutator creates one wrapper every creation_period (50,000 a second) and looks up in
+// between, in rounds of lookups_per_round. The same pace for every design, so that every
+// finalizer has the same work and every lock the same writers: a design whose creations are
+// slow would otherwise also give its finalizer less to do. ops_per_s shows a design that
+// could not keep up.
+constexpr auto creation_period = std::chrono::microseconds(20);
+constexpr int lookups_per_round = 4;
 constexpr std::size_t pool_per_mutator = 1 << 16;  // identities a mutator creates wrappers for, in turn
 constexpr auto collection_period = std::chrono::milliseconds(1);
+
+// Stamps the time the finalizer thread reached it: released by a wrapper just after the
+// wrapper's record, it is finalized right after the record.
+class finalization_probe final : public sync::finalizable {
+ public:
+  explicit finalization_probe(std::atomic<std::int64_t>& stamp) noexcept : stamp_(stamp) {}
+
+ protected:
+  void finalize() override {
+    // release: pairs with harvest()'s acquire; the identity is free to use again.
+    stamp_.store(now_ns(), std::memory_order_release);
+  }
+
+ private:
+  std::atomic<std::int64_t>& stamp_;
+};
 
 // One design's runtime, cache, rooted wrappers and pool.
 struct design_rig {
@@ -82,7 +118,8 @@ struct design_rig {
       : rt(),
         cache(rt.gc, interop::cache_options{.design = design, .on_removed = &on_removed}),
         rooted_ids(rooted_count),
-        pool(pool_per_mutator * static_cast<std::size_t>(mutators)) {
+        pool(pool_per_mutator * static_cast<std::size_t>(mutators)),
+        finalized_ns(std::make_unique<std::atomic<std::int64_t>[]>(pool.objects.size())) {
     for (const void* id : rooted_ids.identities) {
       rooted.push_back(cache.get_or_create<bench_wrapper>(id, [this](const void* i) {
         return sync::make_object<bench_wrapper>(rt.gc, i);
@@ -119,6 +156,9 @@ struct design_rig {
   identity_pool rooted_ids;
   std::vector<ref<bench_wrapper>> rooted;
   identity_pool pool;  // mutator m uses [m * pool_per_mutator, (m + 1) * pool_per_mutator)
+  // Per pool identity: when its last wrapper's probe was finalized (0: not yet, or free).
+  // Beside the identities, not in them: a native identity stays 16 bytes.
+  std::unique_ptr<std::atomic<std::int64_t>[]> finalized_ns;
 };
 
 // The thread that collects every collection_period for the design whose slice runs.
@@ -175,36 +215,65 @@ class periodic_collector {
   pal::managed_thread thread_;  // last: it starts once the rest is set up
 };
 
+// What one drop waited for: its entry's removal (reported by on_removed) and its record's
+// finalization (the probe), and how many removals were not reported.
+struct drop_waits {
+  latency_histogram removal;
+  latency_histogram finalization;
+  std::uint64_t unreported = 0;
+  void merge(const drop_waits& o) noexcept {
+    removal.merge(o.removal);
+    finalization.merge(o.finalization);
+    unreported += o.unreported;
+  }
+  void reset() noexcept {
+    removal.reset();
+    finalization.reset();
+    unreported = 0;
+  }
+};
+
 // One mutator's state, kept from slice to slice, and what it measured.
 struct mutator {
   std::size_t cursor = 0;      // next identity of its pool to try
   std::uint64_t lookup_i = 0;  // next rooted wrapper to look up
   latency_histogram lookups;   // this repetition
-  latency_histogram waits;     // this repetition: the ones it harvested itself
+  drop_waits waits;            // this repetition: the ones it harvested itself
   std::uint64_t created = 0;   // this slice
   std::uint64_t skipped = 0;   // identities still cached when it came back to them
   std::uint64_t factory_hits = 0;  // creations that found a live wrapper (never expected)
   member_run run;
 };
 
-// If the entry of the identity's last wrapper is gone (or it has none), records the wait if
-// the wrapper was dropped by `counted_until` and makes the identity free again; false if the
-// entry is still there.
-bool harvest(native_object& n, std::int64_t counted_until, latency_histogram& waits) noexcept {
+// If the record of the identity's last wrapper has been finalized (so its entry is gone:
+// the probe is finalized after the record), records the waits if the wrapper was dropped by
+// `counted_until` and makes the identity free again; false if it is still pending.
+bool harvest(native_object& n, std::atomic<std::int64_t>& finalized_ns, std::int64_t counted_until,
+             drop_waits& waits) noexcept {
   const std::int64_t dropped = n.dropped_ns.load(std::memory_order_relaxed);
   if (dropped == 0) return true;
-  // acquire: pairs with on_removed's release.
+  // acquire: pairs with the probe's and on_removed's release stores.
+  const std::int64_t finalized = finalized_ns.load(std::memory_order_acquire);
+  if (finalized == 0) return false;
   const std::int64_t removed = n.removed_ns.load(std::memory_order_acquire);
-  if (removed == 0) return false;
-  if (dropped <= counted_until) waits.record(removed - dropped);
+  if (dropped <= counted_until) {
+    waits.finalization.record(finalized - dropped);
+    if (removed != 0)
+      waits.removal.record(removed - dropped);
+    else
+      ++waits.unreported;
+  }
   n.dropped_ns.store(0, std::memory_order_relaxed);
   n.removed_ns.store(0, std::memory_order_relaxed);
+  finalized_ns.store(0, std::memory_order_relaxed);
   return true;
 }
 
 void mutate(design_rig& rig, mutator& m, int member, bench_clock::time_point until, std::int64_t counted_until) {
   identity_cache& cache = rig.cache;
-  const std::unique_ptr<native_object>* pool = rig.pool.objects.data() + static_cast<std::size_t>(member) * pool_per_mutator;
+  const std::size_t base = static_cast<std::size_t>(member) * pool_per_mutator;
+  const std::unique_ptr<native_object>* pool = rig.pool.objects.data() + base;
+  std::atomic<std::int64_t>* finalized = rig.finalized_ns.get() + base;
   const void* const* rooted = rig.rooted_ids.identities.data();
   const std::uint64_t offset = static_cast<std::uint64_t>(member) * 37;
   m.created = 0;
@@ -214,76 +283,78 @@ void mutate(design_rig& rig, mutator& m, int member, bench_clock::time_point unt
     return sync::make_object<bench_wrapper>(rig.rt.gc, id);
   };
   m.run.start = bench_clock::now();
-  do {
-    // One creation, for the next identity whose previous wrapper's entry is gone.
-    for (std::size_t tries = 0; tries < pool_per_mutator; ++tries) {
-      native_object& n = *pool[m.cursor];
+  auto now = m.run.start;
+  // The creations' schedule: one every creation_period. A mutator that fell behind catches
+  // up at one creation per round of lookups, never in a burst.
+  auto next_creation = m.run.start;
+  while (now < until) {
+    // One creation when it is due, for the next identity whose last record was finalized.
+    for (std::size_t tries = 0; now >= next_creation && tries < pool_per_mutator; ++tries) {
+      const std::size_t slot = m.cursor;
+      native_object& n = *pool[slot];
       m.cursor = (m.cursor + 1) % pool_per_mutator;
-      if (!harvest(n, counted_until, m.waits)) {
+      if (!harvest(n, finalized[slot], counted_until, m.waits)) {
         ++m.skipped;
         continue;
       }
       made = false;
       ref<bench_wrapper> w = cache.get_or_create<bench_wrapper>(&n, factory);
       consume(w.get());
+      w->released_after_record = sync::make_object<finalization_probe>(rig.rt.gc, finalized[slot]);
       ++m.created;
       if (!made) ++m.factory_hits;
       n.dropped_ns.store(now_ns(), std::memory_order_relaxed);
       w.reset();
+      next_creation += creation_period;
       break;
     }
     // Lookups of the rooted wrappers, each timed alone.
-    for (int k = 0; k < lookups_per_creation; ++k) {
+    now = bench_clock::now();
+    for (int k = 0; k < lookups_per_round; ++k) {
       const void* id = rooted[(m.lookup_i++ + offset) & (rooted_count - 1)];
-      const auto t0 = bench_clock::now();
+      const auto t0 = now;
       {
         sync::read_section section;
         consume(cache.find(id));
       }
-      const auto t1 = bench_clock::now();
-      m.lookups.record(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
+      now = bench_clock::now();
+      m.lookups.record(std::chrono::duration_cast<std::chrono::nanoseconds>(now - t0).count());
     }
-  } while (bench_clock::now() < until);
-  m.run.end = bench_clock::now();
+  }
+  m.run.end = now;
   m.run.ops = m.created;
 }
 
 // What settling after a slice found, of the drops it counts.
 struct settled {
-  std::uint64_t counted = 0;     // drops in the counted part of the slice
-  std::uint64_t cut_short = 0;   // of them, waits that the settling ended
-  std::uint64_t unreported = 0;  // of them, entries that left with no on_removed call
+  std::uint64_t counted = 0;    // drops in the counted part of the slice
+  std::uint64_t cut_short = 0;  // of them, records the settling's collections finalized
 };
 
 // After a slice: collect and finalize until nothing is dead (every dropped wrapper's record
-// has retired), then take the waits the mutators did not come back for. A dropped identity
-// with no removal time left the cache with no on_removed call: palrt's design drops the
-// entries of wrappers whose handle a collection cleared when it rebuilds a bucket's table,
-// before their records retire, and on_removed reports only removals by records. When such an
-// entry left is not known (after its handle was cleared, before its record retired), so it
-// is left out of queue_wait and counted apart (stderr): queue_wait is then palrt's removals
-// by records only. (That no entry stays behind is checked at the end of the case:
-// dead_replaced counts the identities found still cached when they were used again.)
-settled settle_slice(design_rig& rig, std::int64_t slice_end, std::int64_t counted_until, latency_histogram& waits) {
+// and probe finalized), then take the waits the mutators did not come back for. (That no
+// entry outlives its record is checked at the end of the case: dead_replaced counts the
+// identities found still cached when they were used again.)
+settled settle_slice(design_rig& rig, std::int64_t slice_end, std::int64_t counted_until, drop_waits& waits) {
   rig.rt.settle();
   settled result;
-  for (auto& n : rig.pool.objects) {
-    const std::int64_t dropped = n->dropped_ns.load(std::memory_order_relaxed);
+  for (std::size_t i = 0; i < rig.pool.objects.size(); ++i) {
+    native_object& n = *rig.pool.objects[i];
+    const std::int64_t dropped = n.dropped_ns.load(std::memory_order_relaxed);
     if (dropped == 0) continue;
-    const std::int64_t removed = n->removed_ns.load(std::memory_order_acquire);
     if (dropped <= counted_until) {
       ++result.counted;
-      if (removed == 0) ++result.unreported;
-      if (removed > slice_end) ++result.cut_short;
+      if (rig.finalized_ns[i].load(std::memory_order_acquire) > slice_end) ++result.cut_short;
     }
-    if (removed == 0) n->dropped_ns.store(0, std::memory_order_relaxed);  // its entry is gone too
-    harvest(*n, counted_until, waits);
+    if (!harvest(n, rig.finalized_ns[i], counted_until, waits))
+      throw std::runtime_error(std::string(sustained_case) + ": " + interop::cache_design_name(rig.cache.design()) +
+                               ": a dropped wrapper's record was not finalized after settling");
   }
   return result;
 }
 
 struct repetition_values {
-  std::vector<double> p50, p99, wait_p50, wait_p99, rate;
+  std::vector<double> p50, p99, queue_p50, queue_p99, final_p50, final_p99, rate;
 };
 
 }  // namespace
@@ -295,19 +366,21 @@ double run_sustained(const bench_settings& settings, bench_report& report, int t
   const auto slice_ms = std::chrono::duration_cast<std::chrono::milliseconds>(slice).count();
   report.describe_case(
       sustained_case,
-      "threads = mutators, each repeating: get_or_create for the next identity of its own pool (a miss: a new "
-      "wrapper), drop it at once, then " +
-          std::to_string(lookups_per_creation) + " lookups of " + std::to_string(rooted_count) +
-          " rooted wrappers ({ read_section; find(); read a field }, each timed alone: p50_ns/p99_ns include one "
-          "clock read). A collector thread calls collect() every " +
+      "threads = mutators, each creating one wrapper every " +
+          std::to_string(std::chrono::microseconds(creation_period).count()) +
+          " us (get_or_create for the next identity of its own pool, a miss: a new wrapper, with a finalizable "
+          "probe it releases after its record; dropped at once) and looking up " +
+          std::to_string(rooted_count) +
+          " rooted wrappers in between ({ read_section; find(); read a field }, each timed alone: p50_ns/p99_ns "
+          "include one clock read). A collector thread calls collect() every " +
           std::to_string(std::chrono::milliseconds(collection_period).count()) +
-          " ms; the finalizer thread finalizes the dead "
-          "wrappers' records, which remove their entries. queue_wait = drop to entry removal (cache_options::"
-          "on_removed), for drops in the first 3/4 of a slice; entries removed with no on_removed call (palrt's "
-          "table rebuilds drop cleared entries) are not in it (stderr counts them). ops_per_s = creations per "
-          "second, all mutators. Each design has its own runtime; the designs alternate in " +
-          std::to_string(slice_ms) +
-          " ms slices in shuffled order, each followed by collections until nothing is dead; " +
+          " ms; the finalizer thread finalizes the dead wrappers' records, which remove their entries. queue_wait = "
+          "drop to entry removal as cache_options::on_removed reports it (palrt's table rebuilds also drop dead "
+          "entries, unreported: not in it, stderr counts them); finalizer_wait = drop to the end of the record's "
+          "finalization (the probe's finalize()), every drop. Waits of drops in the first 3/4 of a slice. ops_per_s "
+          "= creations per second, all mutators (below the pace if a design could not keep up). Each design has its own runtime; the designs alternate in " +
+          std::to_string(slice_ms) + " ms slices in shuffled order, each followed by collections until nothing is "
+          "dead; " +
           std::to_string(settings.repetitions()) + " repetitions of " + std::to_string(slices) +
           " slice(s) per design, median of the repetitions. The peers have no removal protocol: not measured.");
 
@@ -327,15 +400,14 @@ double run_sustained(const bench_settings& settings, bench_report& report, int t
   // Per design: each repetition's values, and counts over the measured repetitions.
   std::vector<repetition_values> values(n);
   struct tally {
-    std::uint64_t created = 0, skipped = 0, factory_hits = 0, collections = 0;
-    settled waits;
+    std::uint64_t skipped = 0, factory_hits = 0, collections = 0, counted = 0, cut_short = 0, unreported = 0;
   };
   std::vector<tally> totals(n);
   std::minstd_rand shuffler(0xcace);
   std::vector<std::size_t> order(n);
   std::iota(order.begin(), order.end(), std::size_t{0});
   for (int rep = -1; rep < settings.repetitions(); ++rep) {  // -1: warm-up (one slice each), discarded
-    std::vector<latency_histogram> settled_waits(n);
+    std::vector<drop_waits> settled_waits(n);
     std::vector<std::uint64_t> created(n, 0);
     std::vector<double> elapsed_ns(n, 0.0);
     for (auto& per_design : mutators) {
@@ -354,7 +426,9 @@ double run_sustained(const bench_settings& settings, bench_report& report, int t
         const auto start = bench_clock::now();
         const std::int64_t counted_until = now_ns() + std::chrono::nanoseconds(counted_part).count();
         collector.begin(rig);
-        team->run([&](int member) { mutate(rig, ms[static_cast<std::size_t>(member)], member, start + slice, counted_until); });
+        team->run([&](int member) {
+          mutate(rig, ms[static_cast<std::size_t>(member)], member, start + slice, counted_until);
+        });
         collector.end();
         std::vector<member_run> runs;
         for (const auto& m : ms) {
@@ -366,26 +440,28 @@ double run_sustained(const bench_settings& settings, bench_report& report, int t
         const settled after = settle_slice(rig, now_ns(), counted_until, settled_waits[i]);
         if (rep >= 0) {
           totals[i].collections += collections;
-          totals[i].waits.counted += after.counted;
-          totals[i].waits.cut_short += after.cut_short;
-          totals[i].waits.unreported += after.unreported;
+          totals[i].counted += after.counted;
+          totals[i].cut_short += after.cut_short;
         }
       }
     }
     if (rep < 0) continue;
     for (std::size_t i = 0; i < n; ++i) {
-      latency_histogram lookups, waits = settled_waits[i];
+      latency_histogram lookups;
+      drop_waits waits = settled_waits[i];
       for (const auto& m : mutators[i]) {
         lookups.merge(m.lookups);
         waits.merge(m.waits);
         totals[i].skipped += m.skipped;
         totals[i].factory_hits += m.factory_hits;
       }
-      totals[i].created += created[i];
+      totals[i].unreported += waits.unreported;
       values[i].p50.push_back(lookups.quantile(0.50));
       values[i].p99.push_back(lookups.quantile(0.99));
-      values[i].wait_p50.push_back(waits.quantile(0.50));
-      values[i].wait_p99.push_back(waits.quantile(0.99));
+      values[i].queue_p50.push_back(waits.removal.quantile(0.50));
+      values[i].queue_p99.push_back(waits.removal.quantile(0.99));
+      values[i].final_p50.push_back(waits.finalization.quantile(0.50));
+      values[i].final_p99.push_back(waits.finalization.quantile(0.99));
       values[i].rate.push_back(elapsed_ns[i] > 0 ? static_cast<double>(created[i]) * 1e9 / elapsed_ns[i] : 0.0);
     }
   }
@@ -396,37 +472,43 @@ double run_sustained(const bench_settings& settings, bench_report& report, int t
     if (t.factory_hits != 0)
       throw std::runtime_error(std::string(sustained_case) + ": " + name + ": " + std::to_string(t.factory_hits) +
                                " creations found a live wrapper for an identity whose wrapper was dropped");
-    // An identity is used again only once its entry is gone (reported, or found gone after
-    // settling): an entry that outlived its record would be found and replaced here.
+    // An identity is used again only once its entry is gone (its record finalized): an entry
+    // that outlived its record would be found and replaced here.
     if (const std::uint64_t left_behind = rigs[i]->cache.counters().dead_replaced; left_behind != 0)
       report.progress("  " + name + ": WARNING: " + std::to_string(left_behind) +
                       " entries of dead wrappers were still cached when their identity was used again, after their "
-                      "records had retired");
+                      "records had been finalized");
     const sample_spread p50 = spread_of(values[i].p50), p99 = spread_of(values[i].p99),
-                        w50 = spread_of(values[i].wait_p50), w99 = spread_of(values[i].wait_p99),
+                        q50 = spread_of(values[i].queue_p50), q99 = spread_of(values[i].queue_p99),
+                        f50 = spread_of(values[i].final_p50), f99 = spread_of(values[i].final_p99),
                         rate = spread_of(values[i].rate);
     report.add({sustained_case, name, threads, "p50_ns", p50.median});
     report.add({sustained_case, name, threads, "p99_ns", p99.median});
-    report.add({sustained_case, name, threads, "queue_wait_p50_ns", w50.median});
-    report.add({sustained_case, name, threads, "queue_wait_p99_ns", w99.median});
+    report.add({sustained_case, name, threads, "queue_wait_p50_ns", q50.median});
+    report.add({sustained_case, name, threads, "queue_wait_p99_ns", q99.median});
+    report.add({sustained_case, name, threads, "finalizer_wait_p50_ns", f50.median});
+    report.add({sustained_case, name, threads, "finalizer_wait_p99_ns", f99.median});
     report.add({sustained_case, name, threads, "ops_per_s", rate.median});
-    char buf[640];
+    char buf[768];
     std::snprintf(buf, sizeof buf,
                   "  %s: lookup p50 %.0f ns, p99 %.0f ns (repetitions %.0f .. %.0f); queue wait p50 %.0f us, p99 %.0f "
-                  "us (%.0f .. %.0f); %.3f M creations/s; %llu collections in the slices; of %llu counted drops, %llu "
-                  "waits ended by the settling, %llu entries left with no on_removed call (not in queue_wait); %llu "
-                  "identities skipped (entry not removed yet)",
-                  name.c_str(), p50.median, p99.median, p99.min, p99.max, w50.median / 1e3, w99.median / 1e3,
-                  w99.min / 1e3, w99.max / 1e3, rate.median / 1e6, static_cast<unsigned long long>(t.collections),
-                  static_cast<unsigned long long>(t.waits.counted), static_cast<unsigned long long>(t.waits.cut_short),
-                  static_cast<unsigned long long>(t.waits.unreported), static_cast<unsigned long long>(t.skipped));
+                  "us (%.0f .. %.0f); finalizer wait p50 %.0f us, p99 %.0f us (%.0f .. %.0f); %.3f M creations/s; %llu "
+                  "collections in the slices; of %llu counted drops, %llu entries left with no on_removed call (not in "
+                  "queue_wait), %llu records finalized by the settling after a slice; %llu identities skipped "
+                  "(record not finalized yet)",
+                  name.c_str(), p50.median, p99.median, p99.min, p99.max, q50.median / 1e3, q99.median / 1e3,
+                  q99.min / 1e3, q99.max / 1e3, f50.median / 1e3, f99.median / 1e3, f99.min / 1e3, f99.max / 1e3,
+                  rate.median / 1e6, static_cast<unsigned long long>(t.collections),
+                  static_cast<unsigned long long>(t.counted), static_cast<unsigned long long>(t.unreported),
+                  static_cast<unsigned long long>(t.cut_short), static_cast<unsigned long long>(t.skipped));
     report.progress(buf);
   }
   // The rigs go (each settles its runtime and stops its finalizer) before the team's threads.
   rigs.clear();
-  const settled& palrt_waits = totals[0].waits;  // cache_designs[0] is palrt
-  return palrt_waits.counted == 0 ? NAN
-                                  : static_cast<double>(palrt_waits.unreported) / static_cast<double>(palrt_waits.counted);
+  const tally& palrt_totals = totals[0];  // cache_designs[0] is palrt
+  return palrt_totals.counted == 0
+             ? NAN
+             : static_cast<double>(palrt_totals.unreported) / static_cast<double>(palrt_totals.counted);
 }
 
 }  // namespace palrt::bench::cache
