@@ -14,10 +14,11 @@
 // per variant:
 //   identity_cache  { read_section s; consume(cache.find(identity)); }  (no reference count)
 //   peers           the map's lookup, then handle_table::target(handle), then consume()
-// where consume() reads a field of the wrapper into a register (bench_cache.hpp). The peers
-// open no palrt read section: the wrappers are rooted, so their lookup is the map's and a
-// load (a cache built on them would also need one, to touch a weak handle's target safely;
-// not counting it can only favour the peers).
+// where consume() reads a field of the wrapper into a register (bench_cache.hpp). find() also
+// checks that the wrapper is alive (a load of its count, on the line consume() reads); the
+// peers do not, and they open no palrt read section: the wrappers are rooted, so their
+// lookup is the map's and a load (a cache built on them would need both, to touch a weak
+// handle's target safely; leaving them out can only favour the peers).
 //
 // Case `get-or-create/live=64`, the four identity_cache designs, 1 and 2 threads (--threads
 // N: 1 and N): ref<T> r = cache.get_or_create<T>(identity, factory), a hit that never calls
@@ -34,8 +35,8 @@
 // Targets: an uncontended hit (1 thread) <= 10 ns; the 2-thread aggregate >= 1.8x one
 // thread; >= 3x the single-lock design at 2 threads; faster than every peer (pybind11-shards,
 // tbb, libcuckoo, rculfhash) on hits; in sustained, dead wrappers wait no longer than with
-// single-lock, and the lookups' p99 is no worse. The verdicts are printed under the table
-// and on stderr.
+// single-lock (queue_wait_p99 and finalizer_wait_p99), and the lookups' p99 is no worse. The
+// verdicts are printed under the table and on stderr.
 
 #include <algorithm>
 #include <atomic>
@@ -355,7 +356,7 @@ void run_cache(const bench_settings& settings, bench_report& report) {
         "one op = one hit: `live` rooted wrappers of 16-byte heap identities, thread t looks up "
         "identities[(i + 37t) & (live - 1)]. "
             "identity_cache designs (palrt, bucketed-rwlock, single-lock, pybind11-shards): { read_section; "
-            "find(identity); read a field of the wrapper }, no reference count. Peers: tbb concurrent_hash_map "
+            "find(identity); read a field of the wrapper }, no reference count (find checks the wrapper's count). Peers: tbb concurrent_hash_map "
             "find with a const_accessor, libcuckoo find(key, out), rculfhash cds_lfht_lookup under rcu_read_lock "
             "(memb flavour), each mapping identity -> the wrapper's weak handle with the same hash (palrt's "
             "multiply, high half folded down), then the handle's target and the same field read; no palrt read "

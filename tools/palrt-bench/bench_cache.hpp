@@ -89,19 +89,22 @@ struct identity_pool {
   std::vector<const void*> identities;
 };
 
-// What the sustained case attaches to a wrapper: an object released when the wrapper is
-// freed, after the wrapper's record (bench_wrapper's bases are destroyed in reverse order:
-// wrapper_object, which drops the record, before this). Empty in the other cases.
-struct wrapper_attachment {
+// The wrapper's own fields, in a base so that they sit right after the object's header
+// (on its cache line, which a lookup touches anyway: palrt's find() checks the count there)
+// and are destroyed after wrapper_object's fields (bases go in reverse order).
+struct wrapper_fields {
+  explicit wrapper_fields(const void* native) noexcept : identity(native) {}
+  const void* const identity;
+  // The sustained case's probe: released when the wrapper is freed, after the wrapper's
+  // record (which wrapper_object's destructor releases). Empty in the other cases.
   sync::ref<sync::object> released_after_record;
 };
 
 // The managed wrapper of an identity, the same type for every variant. It carries
 // wrapper_object's fields, so the identity_cache variants keep its record in the object.
-class bench_wrapper final : public sync::object, public wrapper_attachment, public interop::wrapper_object {
+class bench_wrapper final : public sync::object, public wrapper_fields, public interop::wrapper_object {
  public:
-  explicit bench_wrapper(const void* native) noexcept : identity(native) {}
-  const void* const identity;
+  explicit bench_wrapper(const void* native) noexcept : wrapper_fields(native) {}
 };
 
 // A lookup that found nothing where a wrapper is rooted: counted (never expected), checked by
