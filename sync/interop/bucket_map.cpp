@@ -11,7 +11,8 @@
 // left (keys + tombstones > 3/4), the writer builds a new table with the live keys only
 // (compaction: tombstones and entries whose handle was cleared are dropped), sized for twice
 // the survivors: it grows only if the survivors need it. The old table is retired and freed
-// after a grace period (read sections), because readers may still be probing it.
+// after a grace period (read sections), because readers may still be probing it; retired
+// tables are freed in batches (reclaim_due()), one process-wide barrier per batch.
 //
 // Why a reader may trust the handle it read (the whole argument): an entry's handle is
 // freed only by its record (wrapper_record::retire), which first removes the entry under the
@@ -44,6 +45,9 @@ namespace palrt::interop::internal {
 namespace {
 constexpr unsigned min_slot_bits = 3;  // 8 entries, two cache lines
 constexpr unsigned max_bucket_bits = 12;
+// Replaced tables are freed once this many wait, or this many bytes (reclaim_due()).
+constexpr std::size_t reclaim_batch_tables = 16;
+constexpr std::size_t reclaim_batch_bytes = 256 * 1024;
 
 unsigned bits_for(std::size_t buckets) {
   const std::size_t n = round_up_to_power_of_two(buckets);
@@ -138,6 +142,7 @@ bucket_table* bucket_map::make_room(std::size_t b, bucket_writer& w) {
     t->next_retired = retired_;
     retired_ = t;
     ++retired_count_;
+    retired_bytes_ += sizeof(bucket_table) + (t->mask + 1) * sizeof(bucket_table::entry);
   }
   return fresh;
 }
@@ -146,7 +151,7 @@ sync::ref<sync::object> bucket_map::insert(const void* identity, attach_fn attac
   const std::uint64_t hash = fibonacci_hash(identity);
   const std::size_t b = bucket_of(hash, bucket_bits_);
   bucket_writer& w = writers_[b];
-  bool retired_some = false;
+  bool reclaim_now = false;
   {
     std::lock_guard<std::mutex> lock(w.lock);
     // Opened under the lock, so that waiting for it does not hold up grace periods: the
@@ -161,7 +166,7 @@ sync::ref<sync::object> bucket_map::insert(const void* identity, attach_fn attac
     }
     const std::uint64_t rebuilds_before = w.rebuilds;
     t = make_room(b, w);  // may throw std::bad_alloc: nothing changed
-    retired_some = w.rebuilds != rebuilds_before;
+    reclaim_now = w.rebuilds != rebuilds_before && reclaim_due();
     const std::ptrdiff_t old = slot_of(t, identity, hash, bucket_bits_);  // may be gone now
     const sync::gc_handle handle = attach(context);  // may throw: nothing changed
     if (old >= 0) {
@@ -176,7 +181,7 @@ sync::ref<sync::object> bucket_map::insert(const void* identity, attach_fn attac
     ++w.used;
     ++w.live;
   }
-  if (retired_some) reclaim_retired();
+  if (reclaim_now) reclaim_retired();  // after the lock: the barrier takes microseconds
   return {};
 }
 
@@ -197,6 +202,14 @@ bool bucket_map::remove(const void* identity, sync::gc_handle handle) noexcept {
   return true;
 }
 
+bool bucket_map::reclaim_due() const noexcept {
+  // A grace period costs a process-wide barrier (microseconds, and an interrupt on every
+  // CPU running a thread of the process), and small buckets under churn are rebuilt every
+  // few inserts: so replaced tables are freed in batches, not one barrier per rebuild.
+  std::lock_guard<std::mutex> guard(retired_lock_);
+  return retired_count_ >= reclaim_batch_tables || retired_bytes_ >= reclaim_batch_bytes;
+}
+
 void bucket_map::reclaim_retired() {
   // One process-wide barrier, then free what no reader can still be probing. What a reader
   // still holds is freed by a later rebuild or by close().
@@ -206,6 +219,7 @@ void bucket_map::reclaim_retired() {
     bucket_table* t = *link;
     if (oldest > t->retired_at) {
       *link = t->next_retired;
+      retired_bytes_ -= sizeof(bucket_table) + (t->mask + 1) * sizeof(bucket_table::entry);
       destroy_table(t);
       --retired_count_;
     } else {
@@ -229,6 +243,7 @@ void bucket_map::close() noexcept {
     destroy_table(t);
   }
   retired_count_ = 0;
+  retired_bytes_ = 0;
 }
 
 map_counters bucket_map::counters() const {

@@ -58,6 +58,7 @@ identity_cache::identity_cache(sync::collector& collector, cache_options options
 
 identity_cache::~identity_cache() {
   fast_ = nullptr;
+  state_->open.store(false, std::memory_order_relaxed);  // relaxed: on_removed is best effort here
   // Records of wrappers still alive keep state_ (and find the map closed when they retire).
   state_->map->close();
   state_->outbound.clear();
@@ -107,8 +108,10 @@ sync::ref<sync::object> identity_cache::get_or_create_erased(const void* identit
       auto& field = internal::wrapper_access::record(*l.made->slots);
       sync::internal::object_access::add_ref(*l.record);  // the field's reference, if it wins
       // acq_rel: publishes the record's initialisation; on failure, acquire sees the winner's.
-      if (field.compare_exchange_strong(existing, l.record, std::memory_order_acq_rel, std::memory_order_acquire))
+      if (field.compare_exchange_strong(existing, l.record, std::memory_order_acq_rel, std::memory_order_acquire)) {
+        l.record->linked_ = true;
         return l.record->handle();
+      }
       sync::internal::object_access::release(*l.record);
     } else {
       internal::weak_object_table& side = internal::record_side_table();
@@ -118,6 +121,7 @@ sync::ref<sync::object> identity_cache::get_or_create_erased(const void* identit
       sync::ref<sync::object> winner = side.insert_locked(l.made->wrapper, value);
       if (winner.get() == l.record) {
         l.record->side_table_key_ = l.made->wrapper.get();
+        l.record->linked_ = true;
         return l.record->handle();
       }
       existing = static_cast<wrapper_record*>(winner.get());  // the table still holds it

@@ -16,12 +16,13 @@ wrapper_record::wrapper_record(const internal::record_key&, const void* identity
 // on it), and by exact handle, so that an entry made since for the same identity stays.
 void wrapper_record::retire() noexcept {
   if (!handle_) return;
-  if (cache_->map->remove(identity_, handle_.get())) {
+  if (cache_->map->remove(identity_, handle_.get()))
     cache_->removed.fetch_add(1, std::memory_order_relaxed);  // relaxed: a counter
-    if (cache_->options.on_removed) cache_->options.on_removed(cache_->options.on_removed_context, identity_);
-  }
   if (side_table_key_) internal::record_side_table().erase(side_table_key_, this);
   handle_.reset();
+  // relaxed: the hook is best effort while the cache is being destroyed (its documentation).
+  if (linked_ && cache_->options.on_removed && cache_->open.load(std::memory_order_relaxed))
+    cache_->options.on_removed(cache_->options.on_removed_context, identity_);
 }
 
 void wrapper_record::finalize() { retire(); }

@@ -75,9 +75,13 @@ struct cache_options {
   // 0: RoundUpToPowerOf2(pal::processor_count()) buckets (pybind11_shards: of twice the
   // hardware threads); otherwise this many, rounded up to a power of two (at most 4096).
   std::size_t buckets = 0;
-  // Optional, for diagnostics and benchmarks: called on the thread that removed the entry of
-  // a dead wrapper (its record's finalization, usually the finalizer thread), after the
-  // removal, with no lock held. It must not throw.
+  // Optional, for diagnostics and benchmarks: called once for each wrapper this cache
+  // cached, when its record retires (the wrapper died, a collection found it, and the
+  // record's finalization, usually on the finalizer thread, removed the entry, or found it
+  // gone already: replaced by a newer wrapper, evicted, or dropped by compaction), with no
+  // lock held. Not called once the cache is destroyed; a call that started before may still
+  // be running when the destructor returns, so the context must outlive the cache's
+  // wrappers. It must not throw.
   void (*on_removed)(void* context, const void* identity) noexcept = nullptr;
   void* on_removed_context = nullptr;
   // Which interfaces of a managed type this cache exposes to native code (dispatch()).
@@ -158,6 +162,8 @@ class wrapper_record final : public sync::finalizable {
   sync::owned_handle handle_;
   // The wrapper's address if the record is in the process-wide side table (no field).
   const void* side_table_key_ = nullptr;
+  // The record won its wrapper's field or side-table entry (a loser's record never did).
+  bool linked_ = false;
   const std::uint64_t cache_id_;
   std::shared_ptr<internal::cache_state> cache_;
 };

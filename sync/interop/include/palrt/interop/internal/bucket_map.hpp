@@ -50,6 +50,7 @@ class bucket_map final : public entry_map {
   // Under the bucket's lock: a table with room for one more key, replacing the current one
   // if needed; the replaced one goes to retired_ (freed after a grace period).
   bucket_table* make_room(std::size_t b, bucket_writer& w);
+  bool reclaim_due() const noexcept;
   void reclaim_retired();
 
   const unsigned bucket_bits_;
@@ -63,6 +64,7 @@ class bucket_map final : public entry_map {
   mutable std::mutex retired_lock_;
   bucket_table* retired_ = nullptr;
   std::size_t retired_count_ = 0;
+  std::size_t retired_bytes_ = 0;
 };
 
 }  // namespace palrt::interop::internal

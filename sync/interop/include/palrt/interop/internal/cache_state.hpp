@@ -29,6 +29,7 @@ struct cache_state {
   // Outbound wrappers of objects whose field another cache owns, or that have none.
   weak_object_table outbound;
 
+  std::atomic<bool> open{true};  // false once the cache is being destroyed
   std::atomic<std::uint64_t> inserted{0};
   std::atomic<std::uint64_t> races_lost{0};
   std::atomic<std::uint64_t> removed{0};
