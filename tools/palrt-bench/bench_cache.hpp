@@ -60,9 +60,7 @@ inline constexpr interop::cache_design cache_designs[] = {
     interop::cache_design::pybind11_shards};
 
 // Case `sustained` (bench_cache_sustained.cpp): the four designs with `threads` mutators.
-// Returns the share of palrt's counted drops whose entry left with no on_removed call (a
-// table rebuild dropped it), which queue_wait cannot time; NaN if nothing was counted.
-double run_sustained(const bench_settings& settings, bench_report& report, int threads);
+void run_sustained(const bench_settings& settings, bench_report& report, int threads);
 
 // A native object whose address is an identity, like a COM object behind a pointer: 16
 // bytes, allocated on its own with new. The sustained case keeps the times its wrapper was
@@ -89,15 +87,11 @@ struct identity_pool {
   std::vector<const void*> identities;
 };
 
-// The wrapper's own fields, in a base so that they sit right after the object's header
-// (on its cache line, which a lookup touches anyway: palrt's find() checks the count there)
-// and are destroyed after wrapper_object's fields (bases go in reverse order).
+// The wrapper's own fields, in a base so that they sit right after the object's header (on
+// its cache line, which a lookup touches anyway: palrt's find() checks the count there).
 struct wrapper_fields {
   explicit wrapper_fields(const void* native) noexcept : identity(native) {}
   const void* const identity;
-  // The sustained case's probe: released when the wrapper is freed, after the wrapper's
-  // record (which wrapper_object's destructor releases). Empty in the other cases.
-  sync::ref<sync::object> released_after_record;
 };
 
 // The managed wrapper of an identity, the same type for every variant. It carries

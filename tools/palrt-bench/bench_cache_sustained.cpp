@@ -15,33 +15,23 @@
 // each lookup timed alone between two clock reads.
 // A collector thread calls collect() every millisecond: one collection finds the dropped
 // wrappers dead and frees them, which drops their records, and queues the records for the
-// finalizer thread, whose finalization of a record removes its entry and calls the cache's
-// on_removed, which stamps the removal time in the identity. Collections run on a clock, not
-// on allocations (collector_options::collect_every), so that a design that creates slowly
-// (its writers wait for its lock) is not also collected less often: the time a dead wrapper
-// waits is then the time to the next collection, the finalizer's queue and the removal
-// itself, which is where the designs differ.
+// finalizer thread, whose finalization of a record removes its entry (or finds it gone: palrt's
+// design also drops the entries of dead wrappers when it rebuilds a bucket's table) and
+// then calls the cache's on_removed, which stamps the time in the identity. Collections run
+// on a clock, not on allocations (collector_options::collect_every), and creations at a
+// pace, so that every design's finalizer has the same work and every lock the same writers:
+// run as fast as they can, the lock-based designs create fewer wrappers (their writers wait
+// for readers) and their finalizers would have less to do.
 //
-// Each wrapper also carries a small finalizable object (a probe) that the wrapper's
-// destructor releases just after its record (bench_cache.hpp, wrapper_attachment): the two
-// die together and are finalized one after the other, so the probe's finalize() stamps when
-// the finalizer thread has finished the wrapper's record. That works the same for every
-// design, including the removals on_removed does not report (below).
-//
-// An identity is used again only once its last wrapper's record has been finalized and
-// its entry is gone; until then its mutator skips it (the pool is large enough that this is
-// rare; stderr counts it). get_or_create would otherwise replace the dead entry itself, and
-// that drop's removal would never be reported, so only the quick ones would be counted.
+// An identity is used again only once on_removed reported its last wrapper's record (its
+// entry is gone then); until then its mutator skips it (the pool is large enough that this
+// is rare; stderr counts it). get_or_create would otherwise replace the dead entry itself,
+// and only the quick removals would be counted.
 //
 // Metrics (threads = mutators): p50_ns / p99_ns of the lookups (each includes one clock read,
 // ~20 ns, the same for every design); queue_wait_p50_ns / queue_wait_p99_ns, from a drop to
-// the removal of its entry as on_removed reports it; finalizer_wait_p50_ns /
-// finalizer_wait_p99_ns, from a drop to the end of its record's finalization (the probe);
-// ops_per_s, creations per second by all mutators together. on_removed reports removals by
-// records only: palrt's design also drops the entries of wrappers whose handle a collection
-// cleared when it rebuilds a bucket's table, before their records retire. When those entries
-// left is not known, so queue_wait leaves them out (stderr says how many); finalizer_wait
-// counts every drop.
+// the on_removed call of its record; ops_per_s, creations per second by all mutators
+// together (below the pace if a design could not keep up).
 //
 // The designs alternate in slices (100 ms; 20 ms with --quick) in shuffled order. After each
 // slice the design's runtime is settled (collections and finalization until nothing is dead)
@@ -56,12 +46,11 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
-#include <numeric>
 #include <mutex>
+#include <numeric>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -85,60 +74,27 @@ using interop::identity_cache;
 using sync::ref;
 
 constexpr const char* sustained_case = "sustained";
-constexpr std::size_t rooted_count = 64;         // looked up; a power of two
-// Each mutator creates one wrapper every creation_period (50,000 a second) and looks up in
-// between, in rounds of lookups_per_round. The same pace for every design, so that every
-// finalizer has the same work and every lock the same writers: a design whose creations are
-// slow would otherwise also give its finalizer less to do. ops_per_s shows a design that
-// could not keep up.
-constexpr auto creation_period = std::chrono::microseconds(20);
-constexpr int lookups_per_round = 4;
+constexpr std::size_t rooted_count = 64;           // looked up; a power of two
 constexpr std::size_t pool_per_mutator = 1 << 16;  // identities a mutator creates wrappers for, in turn
 constexpr auto collection_period = std::chrono::milliseconds(1);
-
-// Stamps the time the finalizer thread reached it: released by a wrapper just after the
-// wrapper's record, it is finalized right after the record.
-class finalization_probe final : public sync::finalizable {
- public:
-  explicit finalization_probe(std::atomic<std::int64_t>& stamp) noexcept : stamp_(stamp) {}
-
- protected:
-  void finalize() override {
-    // release: pairs with harvest()'s acquire; the identity is free to use again.
-    stamp_.store(now_ns(), std::memory_order_release);
-  }
-
- private:
-  std::atomic<std::int64_t>& stamp_;
-};
+// Each mutator creates one wrapper every creation_period (50,000 a second) and looks up in
+// between, in rounds of lookups_per_round.
+constexpr auto creation_period = std::chrono::microseconds(20);
+constexpr int lookups_per_round = 4;
 
 // One design's runtime, cache, rooted wrappers and pool.
 struct design_rig {
   design_rig(cache_design design, int mutators)
-      : rt(),
-        cache(rt.gc, interop::cache_options{.design = design, .on_removed = &on_removed}),
+      : cache(rt.gc, interop::cache_options{.design = design, .on_removed = &on_removed}),
         rooted_ids(rooted_count),
-        pool(pool_per_mutator * static_cast<std::size_t>(mutators)),
-        finalized_ns(std::make_unique<std::atomic<std::int64_t>[]>(pool.objects.size())) {
+        pool(pool_per_mutator * static_cast<std::size_t>(mutators)) {
     for (const void* id : rooted_ids.identities) {
       rooted.push_back(cache.get_or_create<bench_wrapper>(id, [this](const void* i) {
         return sync::make_object<bench_wrapper>(rt.gc, i);
       }));
     }
   }
-
-  // Called by the thread that removed a dead wrapper's entry (the finalizer thread), with
-  // no lock held.
-  static void on_removed(void*, const void* identity) noexcept {
-    // The identity is one of the pool's native objects (rooted wrappers never die); the
-    // cache hands it back as const, the benchmark owns it.
-    auto* native = static_cast<native_object*>(const_cast<void*>(identity));
-    // release: the mutator (or the settling thread) that sees the stamp with acquire then
-    // owns the identity again.
-    native->removed_ns.store(now_ns(), std::memory_order_release);
-  }
-
-  // The rooted wrappers die first, and their entries are removed while the cache and the
+  // The rooted wrappers die first, and their records retire while the cache and the
   // identities are still there.
   ~design_rig() {
     rooted.clear();
@@ -151,14 +107,22 @@ struct design_rig {
   design_rig(const design_rig&) = delete;
   design_rig& operator=(const design_rig&) = delete;
 
+  // Called once per wrapper the cache cached, when its record retires (usually on the
+  // finalizer thread), with no lock held: its entry is gone.
+  static void on_removed(void*, const void* identity) noexcept {
+    // The identity is one of this rig's native objects; the cache hands it back as const,
+    // the benchmark owns it.
+    auto* native = static_cast<native_object*>(const_cast<void*>(identity));
+    // release: the mutator (or the settling thread) that sees the stamp with acquire then
+    // owns the identity again.
+    native->removed_ns.store(now_ns(), std::memory_order_release);
+  }
+
   runtime rt;
   identity_cache cache;
   identity_pool rooted_ids;
   std::vector<ref<bench_wrapper>> rooted;
   identity_pool pool;  // mutator m uses [m * pool_per_mutator, (m + 1) * pool_per_mutator)
-  // Per pool identity: when its last wrapper's probe was finalized (0: not yet, or free).
-  // Beside the identities, not in them: a native identity stays 16 bytes.
-  std::unique_ptr<std::atomic<std::int64_t>[]> finalized_ns;
 };
 
 // The thread that collects every collection_period for the design whose slice runs.
@@ -215,65 +179,36 @@ class periodic_collector {
   pal::managed_thread thread_;  // last: it starts once the rest is set up
 };
 
-// What one drop waited for: its entry's removal (reported by on_removed) and its record's
-// finalization (the probe), and how many removals were not reported.
-struct drop_waits {
-  latency_histogram removal;
-  latency_histogram finalization;
-  std::uint64_t unreported = 0;
-  void merge(const drop_waits& o) noexcept {
-    removal.merge(o.removal);
-    finalization.merge(o.finalization);
-    unreported += o.unreported;
-  }
-  void reset() noexcept {
-    removal.reset();
-    finalization.reset();
-    unreported = 0;
-  }
-};
-
 // One mutator's state, kept from slice to slice, and what it measured.
 struct mutator {
   std::size_t cursor = 0;      // next identity of its pool to try
   std::uint64_t lookup_i = 0;  // next rooted wrapper to look up
   latency_histogram lookups;   // this repetition
-  drop_waits waits;            // this repetition: the ones it harvested itself
+  latency_histogram waits;     // this repetition: the ones it harvested itself
   std::uint64_t created = 0;   // this slice
-  std::uint64_t skipped = 0;   // identities still cached when it came back to them
+  std::uint64_t skipped = 0;   // identities whose last record had not retired yet
   std::uint64_t factory_hits = 0;  // creations that found a live wrapper (never expected)
   member_run run;
 };
 
-// If the record of the identity's last wrapper has been finalized (so its entry is gone:
-// the probe is finalized after the record), records the waits if the wrapper was dropped by
-// `counted_until` and makes the identity free again; false if it is still pending.
-bool harvest(native_object& n, std::atomic<std::int64_t>& finalized_ns, std::int64_t counted_until,
-             drop_waits& waits) noexcept {
+// If on_removed reported the record of the identity's last wrapper (or it has none), records
+// the wait if the wrapper was dropped by `counted_until` and makes the identity free again;
+// false if it is still pending.
+bool harvest(native_object& n, std::int64_t counted_until, latency_histogram& waits) noexcept {
   const std::int64_t dropped = n.dropped_ns.load(std::memory_order_relaxed);
   if (dropped == 0) return true;
-  // acquire: pairs with the probe's and on_removed's release stores.
-  const std::int64_t finalized = finalized_ns.load(std::memory_order_acquire);
-  if (finalized == 0) return false;
+  // acquire: pairs with on_removed's release.
   const std::int64_t removed = n.removed_ns.load(std::memory_order_acquire);
-  if (dropped <= counted_until) {
-    waits.finalization.record(finalized - dropped);
-    if (removed != 0)
-      waits.removal.record(removed - dropped);
-    else
-      ++waits.unreported;
-  }
+  if (removed == 0) return false;
+  if (dropped <= counted_until) waits.record(removed - dropped);
   n.dropped_ns.store(0, std::memory_order_relaxed);
   n.removed_ns.store(0, std::memory_order_relaxed);
-  finalized_ns.store(0, std::memory_order_relaxed);
   return true;
 }
 
 void mutate(design_rig& rig, mutator& m, int member, bench_clock::time_point until, std::int64_t counted_until) {
   identity_cache& cache = rig.cache;
-  const std::size_t base = static_cast<std::size_t>(member) * pool_per_mutator;
-  const std::unique_ptr<native_object>* pool = rig.pool.objects.data() + base;
-  std::atomic<std::int64_t>* finalized = rig.finalized_ns.get() + base;
+  const std::unique_ptr<native_object>* pool = rig.pool.objects.data() + static_cast<std::size_t>(member) * pool_per_mutator;
   const void* const* rooted = rig.rooted_ids.identities.data();
   const std::uint64_t offset = static_cast<std::uint64_t>(member) * 37;
   m.created = 0;
@@ -288,19 +223,17 @@ void mutate(design_rig& rig, mutator& m, int member, bench_clock::time_point unt
   // up at one creation per round of lookups, never in a burst.
   auto next_creation = m.run.start;
   while (now < until) {
-    // One creation when it is due, for the next identity whose last record was finalized.
+    // One creation when it is due, for the next identity whose last record retired.
     for (std::size_t tries = 0; now >= next_creation && tries < pool_per_mutator; ++tries) {
-      const std::size_t slot = m.cursor;
-      native_object& n = *pool[slot];
+      native_object& n = *pool[m.cursor];
       m.cursor = (m.cursor + 1) % pool_per_mutator;
-      if (!harvest(n, finalized[slot], counted_until, m.waits)) {
+      if (!harvest(n, counted_until, m.waits)) {
         ++m.skipped;
         continue;
       }
       made = false;
       ref<bench_wrapper> w = cache.get_or_create<bench_wrapper>(&n, factory);
       consume(w.get());
-      w->released_after_record = sync::make_object<finalization_probe>(rig.rt.gc, finalized[slot]);
       ++m.created;
       if (!made) ++m.factory_hits;
       n.dropped_ns.store(now_ns(), std::memory_order_relaxed);
@@ -328,38 +261,37 @@ void mutate(design_rig& rig, mutator& m, int member, bench_clock::time_point unt
 // What settling after a slice found, of the drops it counts.
 struct settled {
   std::uint64_t counted = 0;    // drops in the counted part of the slice
-  std::uint64_t cut_short = 0;  // of them, records the settling's collections finalized
+  std::uint64_t cut_short = 0;  // of them, records that retired after the slice ended
 };
 
 // After a slice: collect and finalize until nothing is dead (every dropped wrapper's record
-// and probe finalized), then take the waits the mutators did not come back for. (That no
-// entry outlives its record is checked at the end of the case: dead_replaced counts the
-// identities found still cached when they were used again.)
-settled settle_slice(design_rig& rig, std::int64_t slice_end, std::int64_t counted_until, drop_waits& waits) {
+// retired, and on_removed reported it), then take the waits the mutators did not come back
+// for. (That no entry outlives its record is checked at the end of the case: dead_replaced
+// counts the identities found still cached when they were used again.)
+settled settle_slice(design_rig& rig, std::int64_t slice_end, std::int64_t counted_until, latency_histogram& waits) {
   rig.rt.settle();
   settled result;
-  for (std::size_t i = 0; i < rig.pool.objects.size(); ++i) {
-    native_object& n = *rig.pool.objects[i];
-    const std::int64_t dropped = n.dropped_ns.load(std::memory_order_relaxed);
+  for (auto& n : rig.pool.objects) {
+    const std::int64_t dropped = n->dropped_ns.load(std::memory_order_relaxed);
     if (dropped == 0) continue;
     if (dropped <= counted_until) {
       ++result.counted;
-      if (rig.finalized_ns[i].load(std::memory_order_acquire) > slice_end) ++result.cut_short;
+      if (n->removed_ns.load(std::memory_order_acquire) > slice_end) ++result.cut_short;
     }
-    if (!harvest(n, rig.finalized_ns[i], counted_until, waits))
+    if (!harvest(*n, counted_until, waits))
       throw std::runtime_error(std::string(sustained_case) + ": " + interop::cache_design_name(rig.cache.design()) +
-                               ": a dropped wrapper's record was not finalized after settling");
+                               ": on_removed did not report a dropped wrapper's record after settling");
   }
   return result;
 }
 
 struct repetition_values {
-  std::vector<double> p50, p99, queue_p50, queue_p99, final_p50, final_p99, rate;
+  std::vector<double> p50, p99, wait_p50, wait_p99, rate;
 };
 
 }  // namespace
 
-double run_sustained(const bench_settings& settings, bench_report& report, int threads) {
+void run_sustained(const bench_settings& settings, bench_report& report, int threads) {
   const auto slice = settings.quick ? std::chrono::milliseconds(20) : std::chrono::milliseconds(100);
   const auto counted_part = slice * 3 / 4;
   const std::int64_t slices = std::max<std::int64_t>(1, settings.run_budget() / slice);
@@ -368,17 +300,16 @@ double run_sustained(const bench_settings& settings, bench_report& report, int t
       sustained_case,
       "threads = mutators, each creating one wrapper every " +
           std::to_string(std::chrono::microseconds(creation_period).count()) +
-          " us (get_or_create for the next identity of its own pool, a miss: a new wrapper, with a finalizable "
-          "probe it releases after its record; dropped at once) and looking up " +
+          " us (get_or_create for the next identity of its own pool, a miss: a new wrapper, dropped at once) and "
+          "looking up " +
           std::to_string(rooted_count) +
           " rooted wrappers in between ({ read_section; find(); read a field }, each timed alone: p50_ns/p99_ns "
           "include one clock read). A collector thread calls collect() every " +
           std::to_string(std::chrono::milliseconds(collection_period).count()) +
           " ms; the finalizer thread finalizes the dead wrappers' records, which remove their entries. queue_wait = "
-          "drop to entry removal as cache_options::on_removed reports it (palrt's table rebuilds also drop dead "
-          "entries, unreported: not in it, stderr counts them); finalizer_wait = drop to the end of the record's "
-          "finalization (the probe's finalize()), every drop. Waits of drops in the first 3/4 of a slice. ops_per_s "
-          "= creations per second, all mutators (below the pace if a design could not keep up). Each design has its own runtime; the designs alternate in " +
+          "drop to the on_removed call of the wrapper's record (its entry is gone by then), for drops in the first "
+          "3/4 of a slice. ops_per_s = creations per second, all mutators (below the pace if a design could not "
+          "keep up). Each design has its own runtime; the designs alternate in " +
           std::to_string(slice_ms) + " ms slices in shuffled order, each followed by collections until nothing is "
           "dead; " +
           std::to_string(settings.repetitions()) + " repetitions of " + std::to_string(slices) +
@@ -400,14 +331,14 @@ double run_sustained(const bench_settings& settings, bench_report& report, int t
   // Per design: each repetition's values, and counts over the measured repetitions.
   std::vector<repetition_values> values(n);
   struct tally {
-    std::uint64_t skipped = 0, factory_hits = 0, collections = 0, counted = 0, cut_short = 0, unreported = 0;
+    std::uint64_t skipped = 0, factory_hits = 0, collections = 0, counted = 0, cut_short = 0;
   };
   std::vector<tally> totals(n);
   std::minstd_rand shuffler(0xcace);
   std::vector<std::size_t> order(n);
   std::iota(order.begin(), order.end(), std::size_t{0});
   for (int rep = -1; rep < settings.repetitions(); ++rep) {  // -1: warm-up (one slice each), discarded
-    std::vector<drop_waits> settled_waits(n);
+    std::vector<latency_histogram> settled_waits(n);
     std::vector<std::uint64_t> created(n, 0);
     std::vector<double> elapsed_ns(n, 0.0);
     for (auto& per_design : mutators) {
@@ -447,21 +378,17 @@ double run_sustained(const bench_settings& settings, bench_report& report, int t
     }
     if (rep < 0) continue;
     for (std::size_t i = 0; i < n; ++i) {
-      latency_histogram lookups;
-      drop_waits waits = settled_waits[i];
+      latency_histogram lookups, waits = settled_waits[i];
       for (const auto& m : mutators[i]) {
         lookups.merge(m.lookups);
         waits.merge(m.waits);
         totals[i].skipped += m.skipped;
         totals[i].factory_hits += m.factory_hits;
       }
-      totals[i].unreported += waits.unreported;
       values[i].p50.push_back(lookups.quantile(0.50));
       values[i].p99.push_back(lookups.quantile(0.99));
-      values[i].queue_p50.push_back(waits.removal.quantile(0.50));
-      values[i].queue_p99.push_back(waits.removal.quantile(0.99));
-      values[i].final_p50.push_back(waits.finalization.quantile(0.50));
-      values[i].final_p99.push_back(waits.finalization.quantile(0.99));
+      values[i].wait_p50.push_back(waits.quantile(0.50));
+      values[i].wait_p99.push_back(waits.quantile(0.99));
       values[i].rate.push_back(elapsed_ns[i] > 0 ? static_cast<double>(created[i]) * 1e9 / elapsed_ns[i] : 0.0);
     }
   }
@@ -472,43 +399,33 @@ double run_sustained(const bench_settings& settings, bench_report& report, int t
     if (t.factory_hits != 0)
       throw std::runtime_error(std::string(sustained_case) + ": " + name + ": " + std::to_string(t.factory_hits) +
                                " creations found a live wrapper for an identity whose wrapper was dropped");
-    // An identity is used again only once its entry is gone (its record finalized): an entry
-    // that outlived its record would be found and replaced here.
+    // An identity is used again only once its record retired: an entry that outlived its
+    // record would be found and replaced here.
     if (const std::uint64_t left_behind = rigs[i]->cache.counters().dead_replaced; left_behind != 0)
       report.progress("  " + name + ": WARNING: " + std::to_string(left_behind) +
                       " entries of dead wrappers were still cached when their identity was used again, after their "
-                      "records had been finalized");
+                      "records had retired");
     const sample_spread p50 = spread_of(values[i].p50), p99 = spread_of(values[i].p99),
-                        q50 = spread_of(values[i].queue_p50), q99 = spread_of(values[i].queue_p99),
-                        f50 = spread_of(values[i].final_p50), f99 = spread_of(values[i].final_p99),
+                        w50 = spread_of(values[i].wait_p50), w99 = spread_of(values[i].wait_p99),
                         rate = spread_of(values[i].rate);
     report.add({sustained_case, name, threads, "p50_ns", p50.median});
     report.add({sustained_case, name, threads, "p99_ns", p99.median});
-    report.add({sustained_case, name, threads, "queue_wait_p50_ns", q50.median});
-    report.add({sustained_case, name, threads, "queue_wait_p99_ns", q99.median});
-    report.add({sustained_case, name, threads, "finalizer_wait_p50_ns", f50.median});
-    report.add({sustained_case, name, threads, "finalizer_wait_p99_ns", f99.median});
+    report.add({sustained_case, name, threads, "queue_wait_p50_ns", w50.median});
+    report.add({sustained_case, name, threads, "queue_wait_p99_ns", w99.median});
     report.add({sustained_case, name, threads, "ops_per_s", rate.median});
-    char buf[768];
+    char buf[640];
     std::snprintf(buf, sizeof buf,
                   "  %s: lookup p50 %.0f ns, p99 %.0f ns (repetitions %.0f .. %.0f); queue wait p50 %.0f us, p99 %.0f "
-                  "us (%.0f .. %.0f); finalizer wait p50 %.0f us, p99 %.0f us (%.0f .. %.0f); %.3f M creations/s; %llu "
-                  "collections in the slices; of %llu counted drops, %llu entries left with no on_removed call (not in "
-                  "queue_wait), %llu records finalized by the settling after a slice; %llu identities skipped "
-                  "(record not finalized yet)",
-                  name.c_str(), p50.median, p99.median, p99.min, p99.max, q50.median / 1e3, q99.median / 1e3,
-                  q99.min / 1e3, q99.max / 1e3, f50.median / 1e3, f99.median / 1e3, f99.min / 1e3, f99.max / 1e3,
-                  rate.median / 1e6, static_cast<unsigned long long>(t.collections),
-                  static_cast<unsigned long long>(t.counted), static_cast<unsigned long long>(t.unreported),
-                  static_cast<unsigned long long>(t.cut_short), static_cast<unsigned long long>(t.skipped));
+                  "us (%.0f .. %.0f); %.3f M creations/s; %llu collections in the slices; of %llu counted drops, %llu "
+                  "records retired in the settling after a slice; %llu identities skipped (record not retired yet)",
+                  name.c_str(), p50.median, p99.median, p99.min, p99.max, w50.median / 1e3, w99.median / 1e3,
+                  w99.min / 1e3, w99.max / 1e3, rate.median / 1e6, static_cast<unsigned long long>(t.collections),
+                  static_cast<unsigned long long>(t.counted), static_cast<unsigned long long>(t.cut_short),
+                  static_cast<unsigned long long>(t.skipped));
     report.progress(buf);
   }
   // The rigs go (each settles its runtime and stops its finalizer) before the team's threads.
   rigs.clear();
-  const tally& palrt_totals = totals[0];  // cache_designs[0] is palrt
-  return palrt_totals.counted == 0
-             ? NAN
-             : static_cast<double>(palrt_totals.unreported) / static_cast<double>(palrt_totals.counted);
 }
 
 }  // namespace palrt::bench::cache
