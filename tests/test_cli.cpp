@@ -387,6 +387,49 @@ TEST_CASE("palrt-bench: handles --quick --json parses with palrt beside mutex-fr
   CHECK(rows.size() == 12);
 }
 
+TEST_CASE("palrt-bench: cache --quick --json parses with palrt beside its designs, the peers and the no-map control") {
+  const char* bench = std::getenv("PALRT_TEST_BENCH");
+  if (!bench) return;  // built with -Dbench=false
+  auto bad = run_process({bench, "cache", "--bogus"});
+  CHECK(bad.exit_code == 2);
+  CHECK(line_count(bad.err) == 1);
+  auto r = run_process({bench, "cache", "--quick", "--json"}, {{}, {}, std::chrono::seconds(120)});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  json j = json::parse(r.out);
+  CHECK(j.at("component").get<std::string>() == "cache");
+  CHECK(j.at("machine").at("nproc").get<double>() >= 1);
+  std::set<std::string> rows;
+  for (const auto& row : j.at("results")) {
+    CHECK(row.at("value").get<double>() > 0);
+    rows.insert(row.at("case").get<std::string>() + " " + row.at("variant").get<std::string>() + " " +
+                row.at("metric").get<std::string>() + " " + std::to_string(row.at("threads").get<int>()));
+  }
+  std::size_t expected = 0;
+  const std::string designs[] = {"palrt", "bucketed-rwlock", "single-lock", "pybind11-shards"};
+  for (const std::string live : {"1", "8", "64", "1024"})
+    for (const std::string v : {"palrt", "bucketed-rwlock", "single-lock", "pybind11-shards", "no-map", "tbb",
+                                "libcuckoo", "rculfhash"})
+      for (const std::string t : {"1", "2"}) {
+        CAPTURE("hit/live=" + live + " " + v + " " + t);
+        CHECK(rows.count("hit/live=" + live + " " + v + " ns_per_op " + t) == 1);
+        ++expected;
+      }
+  for (const std::string& v : designs) {
+    for (const std::string t : {"1", "2"}) {
+      CAPTURE("get-or-create " + v + " " + t);
+      CHECK(rows.count("get-or-create/live=64 " + v + " ns_per_op " + t) == 1);
+      ++expected;
+    }
+    for (const std::string m : {"p50_ns", "p99_ns", "queue_wait_p50_ns", "queue_wait_p99_ns", "ops_per_s"}) {
+      CAPTURE("sustained " + v + " " + m);
+      CHECK(rows.count("sustained " + v + " " + m + " 2") == 1);
+      ++expected;
+    }
+  }
+  CHECK(rows.size() == expected);
+}
+
 TEST_CASE("palrt-bench: finalizer --quick --json parses with drain, wait-pending and sustained, palrt alone") {
   const char* bench = std::getenv("PALRT_TEST_BENCH");
   if (!bench) return;  // built with -Dbench=false

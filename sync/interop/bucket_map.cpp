@@ -123,15 +123,20 @@ bucket_table* bucket_map::make_room(std::size_t b, bucket_writer& w) {
   unsigned bits = min_slot_bits;
   while ((std::size_t{1} << bits) < 2 * (keep + 1)) ++bits;
   bucket_table* fresh = create_table(bits);  // may throw: nothing changed yet
+  // A collection may clear more handles meanwhile (a cleared handle never gets a target
+  // back): count what is copied, at most `keep`.
+  std::size_t copied = 0;
   if (t)
     for (std::size_t i = 0; i <= t->mask; ++i) {
       const bucket_table::entry& e = t->entries()[i];
       const void* key = e.key.load(std::memory_order_relaxed);
       const sync::gc_handle handle = e.handle.load(std::memory_order_relaxed);
-      if (key && key != tombstone() && sync::handle_table::target(handle))
+      if (key && key != tombstone() && sync::handle_table::target(handle)) {
         place(fresh, key, handle, fibonacci_hash(key), bucket_bits_);
+        ++copied;
+      }
     }
-  w.used = w.live = keep;
+  w.used = w.live = copied;
   w.tombstones = 0;
   // release (A): readers that load the new table see its entries.
   tables_[b].store(fresh, std::memory_order_release);

@@ -6,6 +6,10 @@
 // same records, handles and contracts; identity_cache.hpp describes the designs); `tbb`
 // (tbb::concurrent_hash_map), `libcuckoo` (libcuckoo::cuckoohash_map) and `rculfhash`
 // (liburcu's cds_lfht) map identity -> the wrapper's weak handle (bench_cache_<peer>.cpp).
+// `no-map` is a control, not a design: the hit loop reading the wrapper's address from the
+// native object itself. palrt / no-map is what the cache adds to a pointer read; no-map's
+// 2-thread scaling is the most this machine allows the loop (the verdicts print it beside
+// the scaling target).
 //
 // Cases `hit/live=N` (N = 1, 8, 64, 1024), metric ns_per_op, all seven variants, at 1 thread
 // and at 2 (--threads N: 1 and N): N wrappers are rooted (the benchmark holds a reference to
@@ -105,6 +109,9 @@ constexpr const char* ns_per_op = "ns_per_op";
 constexpr int live_counts[] = {1, 8, 64, 1024};
 constexpr int counted_live = 64;  // get-or-create's working set
 constexpr std::string_view peer_names[] = {"pybind11-shards", "tbb", "libcuckoo", "rculfhash"};
+// Not a design: the hit loop with the map taken out (the wrapper's address read from the
+// native object). Its 2-thread scaling is the ceiling this machine puts on the loop.
+constexpr std::string_view control_variant = "no-map";
 
 std::string hit_case(int live) { return "hit/live=" + std::to_string(live); }
 std::string counted_case(int live) { return "get-or-create/live=" + std::to_string(live); }
@@ -222,8 +229,17 @@ void run_hit(runtime& rt, const identity_pool& pool, int live, int threads, cons
     for (const cache_design d : cache_designs) caches.push_back(std::make_shared<cache_world>(rt, d, *identities));
     peer_world tbb_world(rt, *identities), cuckoo_world(rt, *identities), lfht_world(rt, *identities);
 
+    // The control: each identity's native object holds its wrapper's address.
+    peer_world direct_world(rt, *identities);
+    for (std::size_t i = 0; i < identities->size(); ++i)
+      pool.objects[i]->direct.store(direct_world.rooted[i].get(), std::memory_order_relaxed);  // identities[i]
+
     std::vector<measured_variant> variants;
     for (const auto& c : caches) variants.push_back(find_variant(c, identities, team));
+    variants.push_back(hit_variant(std::string(control_variant), identities, team, [](const void* id) {
+      return consume(static_cast<const bench_wrapper*>(
+          static_cast<const native_object*>(id)->direct.load(std::memory_order_relaxed)));
+    }));
     variants.push_back(tbb_hit_variant({identities, tbb_world.raw_handles(), team}));
     variants.push_back(libcuckoo_hit_variant({identities, cuckoo_world.raw_handles(), team}));
     variants.push_back(rculfhash_hit_variant({identities, lfht_world.raw_handles(), team}));
@@ -277,6 +293,7 @@ class verdict_line {
   }
   bool empty() const noexcept { return !any_; }
   std::string str() const { return text_ + (all_met_ ? ": met" : ": MISSED"); }
+  std::string str_without_verdict() const { return text_; }
 
  private:
   std::string text_;
@@ -289,6 +306,8 @@ std::vector<std::string> verdicts(const bench_report& report, int many) {
   const std::string n = std::to_string(many);
   verdict_line uncontended("palrt hit at 1 thread <= 10 ns");
   verdict_line scaling("palrt " + n + "-thread aggregate >= 1.80x one thread");
+  verdict_line ceiling("for reference, the " + std::string(control_variant) + " loop's " + n +
+                       "-thread aggregate on this machine (no target)");
   verdict_line versus_lock("palrt at " + n + " threads >= 3.00x faster than single-lock");
   verdict_line versus_peers("palrt faster than every peer (" + std::string(peer_names[0]) + ", tbb, libcuckoo, rculfhash)");
   for (const int live : live_counts) {
@@ -297,6 +316,9 @@ std::vector<std::string> verdicts(const bench_report& report, int many) {
     const auto two = value_of(report, c, p, many, ns_per_op);
     if (one) uncontended.add(label, *one, " ns", *one <= 10.0);
     if (one && two && many > 1) scaling.add(label, *one / *two, "x", *one / *two >= 1.8);
+    const auto control_one = value_of(report, c, control_variant, 1, ns_per_op);
+    const auto control_many = value_of(report, c, control_variant, many, ns_per_op);
+    if (control_one && control_many && many > 1) ceiling.add(label, *control_one / *control_many, "x", true);
     if (const auto lock = value_of(report, c, "single-lock", many, ns_per_op); two && lock && many > 1)
       versus_lock.add(label, *lock / *two, "x", *lock / *two >= 3.0);
     for (const int threads : {1, many}) {
@@ -323,6 +345,7 @@ std::vector<std::string> verdicts(const bench_report& report, int many) {
   for (const auto* line : {&uncontended, &scaling, &versus_lock, &versus_peers, &queue_wait, &lookup_p99}) {
     if (!line->empty()) lines.push_back(line->str());
   }
+  if (!ceiling.empty()) lines.push_back(ceiling.str_without_verdict());
   return lines;
 }
 

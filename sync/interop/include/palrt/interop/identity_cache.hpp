@@ -214,7 +214,7 @@ class identity_cache {
       return {sync::ref<sync::object>(std::move(w)), slots};
     };
     if (sync::ref<sync::object> hit = try_get(identity)) return sync::static_ref_cast<T>(std::move(hit));
-    return sync::static_ref_cast<T>(get_or_create_erased(identity, call, std::addressof(factory)));
+    return sync::static_ref_cast<T>(get_or_create_erased(identity, call, erase(factory)));
   }
   // The live wrapper of `identity`, or empty. Never calls out.
   sync::ref<sync::object> try_get(const void* identity) const noexcept;
@@ -247,8 +247,7 @@ class identity_cache {
       return {sync::ref<sync::object>(std::move(w)), nullptr};
     };
     return sync::static_ref_cast<T>(get_or_create_outbound_erased(
-        managed.get(), managed ? internal::slots_of(managed.get()) : nullptr, call, std::addressof(factory),
-        &managed));
+        managed.get(), managed ? internal::slots_of(managed.get()) : nullptr, call, erase(factory), &managed));
   }
   // The outbound wrapper this cache made for `managed`, or empty.
   template <class M>
@@ -281,6 +280,11 @@ class identity_cache {
   // The field's wrapper if this cache owns the field (inline: one load and a compare).
   sync::object* field_outbound(const wrapper_object& slots) const noexcept;
   static sync::ref<sync::object> own(sync::object* alive) noexcept;
+  // A factory's address for the type-erased call (the call casts it back, const or not).
+  template <class F>
+  static void* erase(F& f) noexcept {
+    return const_cast<void*>(static_cast<const void*>(std::addressof(f)));
+  }
 
   const std::uint64_t id_;
   std::shared_ptr<internal::cache_state> state_;
