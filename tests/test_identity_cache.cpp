@@ -635,3 +635,14 @@ TEST_CASE("identity cache: dispatch tables are built once for the process; each 
     CHECK(dispatch_tables_access::tables_built() == built_before + 1);
   }
 }
+
+TEST_CASE("identity cache: a const factory, and a const one for outbound wrappers, are accepted") {
+  fixture f;
+  natives n(1);
+  const auto make = [&f](const void* id) { return make_object<proxy>(f.gc, id); };
+  ref<proxy> p = f.cache.get_or_create<proxy>(n[0], make);
+  CHECK(f.cache.get_or_create<proxy>(n[0], make) == p);
+  const auto make_outbound = [&f](const ref<proxy>&) { return make_object<plain_proxy>(f.gc, nullptr); };
+  ref<object> o = f.cache.get_or_create_outbound(p, make_outbound);
+  CHECK(f.cache.get_or_create_outbound(p, make_outbound) == o);
+}
