@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
   std::string threads_text;
   tool.add_flag("--json", settings.json, "Print one JSON object (the DESIGN.md format) instead of the table");
   CLI::Option* threads_option =
-      tool.add_option("--threads", threads_text, "Measure only this thread count (default: each component's own list)")
+      tool.add_option("--threads", threads_text, "Measure this thread count instead of the component's own list (cache: 1 and this count, which its scaling target compares)")
           ->check(palrt::tools::count_in(1, 256))  // checked as text: CLI11 would read 010 as 8
           ->type_name("N");
   tool.add_flag("--quick", settings.quick, "Short run for smoke tests: 3 repetitions of 20 ms instead of 7 of 200 ms");
