@@ -52,6 +52,16 @@ struct plain_proxy : object {
 constexpr cache_design all_designs[] = {cache_design::palrt, cache_design::bucketed_rwlock, cache_design::single_lock,
                                         cache_design::pybind11_shards};
 
+// Runs `body` once per design, naming the design in every failure.
+template <class Body>
+void for_each_design(Body body) {
+  for (cache_design d : all_designs) {
+    const std::string design = palrt::interop::cache_design_name(d);
+    CAPTURE(design);
+    body(d);
+  }
+}
+
 // Native identities: distinct, 16-byte aligned heap addresses, as an allocator hands out.
 struct natives {
   explicit natives(std::size_t n) : storage(n) {}
@@ -94,9 +104,7 @@ std::size_t weak_handles(handle_table& t) {
 }  // namespace
 
 TEST_CASE("identity cache: one live wrapper per identity, made once, for every design and wrapper kind") {
-  for (cache_design d : all_designs) {
-    const std::string design = palrt::interop::cache_design_name(d);
-    CAPTURE(design);
+  for_each_design([&](cache_design d) {
     fixture f({.design = d});
     natives n(65);
     std::atomic<int> calls{0};
@@ -132,13 +140,11 @@ TEST_CASE("identity cache: one live wrapper per identity, made once, for every d
       CHECK(f.cache.find(n[3]) == with_fields[3].get());
       CHECK(f.cache.find(n[64]) == nullptr);  // never cached
     }
-  }
+  });
 }
 
 TEST_CASE("identity cache: the same pointer yields the same live wrapper from every thread") {
-  for (cache_design d : all_designs) {
-    const std::string design = palrt::interop::cache_design_name(d);
-    CAPTURE(design);
+  for_each_design([&](cache_design d) {
     fixture f({.design = d});
     constexpr std::size_t identities = 256;
     natives n(identities);
@@ -177,13 +183,11 @@ TEST_CASE("identity cache: the same pointer yields the same live wrapper from ev
     const auto c = f.cache.counters();
     CHECK(c.inserted == identities);
     CHECK(c.inserted + c.races_lost == static_cast<std::uint64_t>(calls.load()));
-  }
+  });
 }
 
 TEST_CASE("identity cache: racing get_or_create, both factories run, one wins, both get the winner, the loser is collected") {
-  for (cache_design d : all_designs) {
-    const std::string design = palrt::interop::cache_design_name(d);
-    CAPTURE(design);
+  for_each_design([&](cache_design d) {
     fixture f({.design = d});
     natives n(1);
     std::latch both_in_factory(2);  // each factory waits for the other: both must miss
@@ -204,13 +208,11 @@ TEST_CASE("identity cache: racing get_or_create, both factories run, one wins, b
     f.settle();
     CHECK(proxies_alive == 1);  // the loser's wrapper was dropped and freed
     CHECK(f.cache.try_get(n[0]).get() == pa.get());
-  }
+  });
 }
 
 TEST_CASE("identity cache: no lock is held across the factory (a factory calling back for the same identity from another thread finishes)") {
-  for (cache_design d : all_designs) {
-    const std::string design = palrt::interop::cache_design_name(d);
-    CAPTURE(design);
+  for_each_design([&](cache_design d) {
     fixture f({.design = d});
     natives n(1);  // the same identity: the same bucket, whatever the design
     ref<proxy> inner;
@@ -228,13 +230,11 @@ TEST_CASE("identity cache: no lock is held across the factory (a factory calling
     REQUIRE(joined);  // a lock held across the factory would have deadlocked the other thread
     CHECK(outer == inner);  // the outer call lost the race to the nested one
     CHECK(f.cache.counters().races_lost == 1);
-  }
+  });
 }
 
 TEST_CASE("identity cache: a dead entry is replaced, and remove by a stale handle leaves the newer entry alone") {
-  for (cache_design d : all_designs) {
-    const std::string design = palrt::interop::cache_design_name(d);
-    CAPTURE(design);
+  for_each_design([&](cache_design d) {
     fixture f({.design = d});
     natives n(1);
     f.finalizer.stop();  // the old record must not retire before we try its handle
@@ -263,13 +263,11 @@ TEST_CASE("identity cache: a dead entry is replaced, and remove by a stale handl
     CHECK(again == second);
     CHECK(palrt::interop::record_of(*second)->handle() == second_handle);
     CHECK(f.cache.try_get(n[0]).get() == second.get());
-  }
+  });
 }
 
 TEST_CASE("identity cache: a wrapper's finalization removes its entry and frees its one handle") {
-  for (cache_design d : all_designs) {
-    const std::string design = palrt::interop::cache_design_name(d);
-    CAPTURE(design);
+  for_each_design([&](cache_design d) {
     natives n(2000);
     std::atomic<int> removed_seen{0};
     cache_options o{.design = d};
@@ -295,13 +293,11 @@ TEST_CASE("identity cache: a wrapper's finalization removes its entry and frees 
     CHECK(weak_handles(f.table) == handles_before);
     CHECK(palrt::interop::internal::record_side_table().size() == side_before);
     CHECK(f.gc.counters().objects_created == f.gc.counters().objects_freed);
-  }
+  });
 }
 
 TEST_CASE("identity cache: bad input is refused and leaves the cache usable") {
-  for (cache_design d : all_designs) {
-    const std::string design = palrt::interop::cache_design_name(d);
-    CAPTURE(design);
+  for_each_design([&](cache_design d) {
     fixture f({.design = d});
     natives n(3);
     CHECK_THROWS_AS(f.get<proxy>(nullptr), std::invalid_argument);
@@ -345,7 +341,7 @@ TEST_CASE("identity cache: bad input is refused and leaves the cache usable") {
     f.settle();
     CHECK(proxies_alive == 2);
     CHECK(weak_handles(f.table) == 2);
-  }
+  });
 }
 
 TEST_CASE("identity cache: a wrapper of another cache is refused, and each cache keeps its own") {
@@ -480,9 +476,7 @@ TEST_CASE("identity cache: wrappers may outlive their cache; a new cache never s
 }
 
 TEST_CASE("identity cache: bounded stress, creations and drops while collections and the finalizer remove dead entries") {
-  for (cache_design d : all_designs) {
-    const std::string design = palrt::interop::cache_design_name(d);
-    CAPTURE(design);
+  for_each_design([&](cache_design d) {
     handle_table table;
     collector gc(table, {.collect_every = 512});
     finalizer_thread finalizer(gc);
@@ -553,13 +547,11 @@ TEST_CASE("identity cache: bounded stress, creations and drops while collections
     finalizer.stop();
     CHECK(weak_handles(table) == 0);
     CHECK(gc.synchronize());
-  }
+  });
 }
 
 TEST_CASE("identity cache: out of handles, get_or_create throws, inserts nothing, and works once memory is back") {
-  for (cache_design d : all_designs) {
-    const std::string design = palrt::interop::cache_design_name(d);
-    CAPTURE(design);
+  for_each_design([&](cache_design d) {
     fixture f({.design = d});
     natives n(3);
     // The record's weak handle cannot be allocated (a fresh table has no block yet).
@@ -580,7 +572,7 @@ TEST_CASE("identity cache: out of handles, get_or_create throws, inserts nothing
     f.settle();
     CHECK(proxies_alive == 2);  // the refused wrappers were freed
     CHECK(weak_handles(f.table) == 2);
-  }
+  });
 }
 
 namespace {
