@@ -20,7 +20,8 @@
 //   own side table. The tag is a number, not a pointer, because a wrapper may outlive the
 //   cache that made it (ids are never reused in a process).
 // Objects without the mixin get the same contracts through side tables keyed weakly on the
-// object (dependent handles): one lookup more, and a lock on first registration.
+// object (dependent handles): a dynamic_cast that fails, then a hash lookup under one of
+// the side table's shard locks, on every record_of() and outbound lookup.
 #pragma once
 
 #include <atomic>
