@@ -71,9 +71,11 @@ struct natives {
 };
 
 struct fixture {
-  explicit fixture(cache_options o = {}) : cache(gc, o) {
+  // start_finalizer false: the test starts it (until then, no thread but the test's opens a
+  // read section).
+  explicit fixture(cache_options o = {}, bool start_finalizer = true) : cache(gc, o) {
     proxies_alive = 0;
-    finalizer.start();
+    if (start_finalizer) finalizer.start();
   }
   ~fixture() { finalizer.stop(); }
   // Collects and waits until the records of the wrappers that died have left the cache.
@@ -378,6 +380,98 @@ TEST_CASE("identity cache: tombstones are compacted away instead of growing the 
   CHECK(c.tombstones < 32);  // bounded by the table's size, not by the churn
   // Replaced tables are freed after a grace period, in batches of 16.
   CHECK(c.retired_tables < 16);
+}
+
+namespace {
+
+// Holds the first reclaim of a map between its scan of the readers and its lock, so that the
+// test acts in that window; later reclaims (other threads') pass through.
+struct pause_first_reclaim final : palrt::interop::internal::reclaim_observer {
+  void scanned() noexcept override {
+    if (taken.exchange(true)) return;
+    in_window = true;
+    paused.count_down();
+    resume.wait();
+  }
+  std::atomic<bool> taken{false};
+  bool in_window = false;  // written before paused.count_down(), read after paused.wait()
+  std::latch paused{1};    // the first reclaimer is in the window, or gave up (in_window false)
+  std::latch resume{1};
+};
+
+}  // namespace
+
+// The reclaimer's two steps are its scan of the readers and, after it, the walk of the retired
+// list under its lock. A table retired between them (by another writer, of this bucket or of
+// another) was not seen by the scan; a reader that loaded it after the scan still probes it.
+TEST_CASE("identity cache: a table retired while a reclaim is between its scan and its lock is not freed under a reader") {
+  using palrt::interop::internal::identity_cache_access;
+  for (const bool same_bucket : {true, false}) {
+    CAPTURE(same_bucket);
+    // No finalizer thread yet: the paused reclaim's scan must find no reader at all.
+    fixture f({.design = cache_design::palrt, .buckets = 2}, false);
+    palrt::interop::internal::bucket_map* map = identity_cache_access::buckets(f.cache);
+    REQUIRE(map);
+    const unsigned bits = map->view().bucket_bits;
+    REQUIRE(bits == 1);
+    natives n(1024);
+    std::vector<const void*> in[2];  // identities by bucket
+    for (std::size_t i = 0; i < 1024; ++i)
+      in[palrt::interop::internal::bucket_of(palrt::interop::internal::fibonacci_hash(n[i]), bits)].push_back(n[i]);
+    REQUIRE(in[0].size() > 64);
+    REQUIRE(in[1].size() > 64);
+    const std::size_t yb = same_bucket ? 0 : 1;  // Y's bucket; X churns bucket 0
+    // A live entry in each bucket, so that every table of it holds one.
+    const ref<proxy> anchor[2] = {f.get(in[0][0]), f.get(in[1][0])};
+
+    pause_first_reclaim pause;
+    identity_cache_access::watch_reclaims(*map, &pause);
+    // X: inserts and removes in bucket 0 (tombstones, so compactions) until the rebuild of one
+    // of its inserts makes a batch due: its reclaim scans (no reader) and pauses.
+    std::thread x([&] {
+      for (std::size_t k = 0; k < 4000 && !pause.taken.load(); ++k) {
+        const void* id = in[0][1 + k % 64];
+        ref<proxy> p = f.get(id);
+        f.cache.remove(id, palrt::interop::record_of(*p)->handle());
+      }
+      if (!pause.taken.exchange(true)) pause.paused.count_down();  // no reclaim came: say so
+    });
+    pause.paused.wait();
+    bool retired_by_y = false, kept = false;
+    object* probed = nullptr;
+    if (pause.in_window) {
+      // R: opens a section after X's scan and loads the table of Y's bucket.
+      read_section r;
+      palrt::interop::detail::bucket_table* t = identity_cache_access::table_of(*map, in[yb][0]);
+      // Y: inserts into that bucket until its table is replaced: t is retired.
+      std::vector<ref<proxy>> grown;
+      std::thread y([&] {
+        for (std::size_t k = 1; k < in[yb].size() && identity_cache_access::table_of(*map, in[yb][0]) == t; ++k)
+          grown.push_back(f.get(in[yb][k]));
+      });
+      y.join();
+      retired_by_y = identity_cache_access::is_retired(*map, t);
+      pause.resume.count_down();  // X takes the lock and walks the retired list
+      x.join();
+      kept = identity_cache_access::is_retired(*map, t);
+      if (kept) {
+        // R's hit path on the table it loaded, still in its section.
+        std::atomic<palrt::interop::detail::bucket_table*> held[2];
+        for (auto& h : held) h.store(t, std::memory_order_relaxed);
+        const palrt::interop::detail::bucket_view view{bits, held};
+        probed = palrt::interop::detail::find_in_buckets(view, in[yb][0]);
+      }
+    } else {
+      x.join();
+    }
+    identity_cache_access::watch_reclaims(*map, nullptr);
+    REQUIRE_MESSAGE(pause.in_window, "X's churn never made a batch of retired tables due");
+    REQUIRE_MESSAGE(retired_by_y, "Y did not retire the table R loaded");
+    CHECK_MESSAGE(kept, "the reclaim freed a table retired after its scan, which a reader still probes");
+    if (kept) CHECK(probed == anchor[yb].get());
+    f.finalizer.start();
+    f.settle();
+  }
 }
 
 TEST_CASE("identity cache: outbound wrappers, one per object and cache, in the field for the first cache and a side table for others") {

@@ -219,6 +219,10 @@ void bucket_map::reclaim_retired() {
   // One process-wide barrier, then free what no reader can still be probing. What a reader
   // still holds is freed by a later rebuild or by close().
   const std::uint64_t oldest = sync::internal::oldest_reader_epoch();
+  // acquire: pairs with the release in identity_cache_access::watch_reclaims (the observer
+  // is built before it is published).
+  if (reclaim_observer* o = reclaim_observer_.load(std::memory_order_acquire)) [[unlikely]]
+    o->scanned();
   std::lock_guard<std::mutex> guard(retired_lock_);
   for (bucket_table** link = &retired_; *link;) {
     bucket_table* t = *link;

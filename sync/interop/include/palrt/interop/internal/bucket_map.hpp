@@ -15,6 +15,19 @@ namespace palrt::interop::internal {
 
 using detail::bucket_table;
 
+class identity_cache_access;
+
+// Tests' view of a reclaim (set through identity_cache_access): reclaim_retired() calls
+// scanned() after its scan of the readers and before it takes retired_lock_, the window the
+// protocol in bucket_map.cpp closes. It may block (to let other threads act in the window).
+class reclaim_observer {
+ public:
+  virtual void scanned() noexcept = 0;
+
+ protected:
+  ~reclaim_observer() = default;
+};
+
 class bucket_map final : public entry_map {
  public:
   explicit bucket_map(std::size_t buckets);
@@ -65,6 +78,10 @@ class bucket_map final : public entry_map {
   bucket_table* retired_ = nullptr;
   std::size_t retired_count_ = 0;
   std::size_t retired_bytes_ = 0;
+
+  // Null but in tests; read once per reclaim (a slow path: a barrier follows).
+  std::atomic<reclaim_observer*> reclaim_observer_{nullptr};
+  friend class identity_cache_access;
 };
 
 }  // namespace palrt::interop::internal

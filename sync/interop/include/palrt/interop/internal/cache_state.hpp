@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "palrt/interop/identity_cache.hpp"
+#include "palrt/interop/internal/bucket_map.hpp"
 #include "palrt/interop/internal/entry_map.hpp"
 #include "palrt/interop/internal/weak_object_table.hpp"
 
@@ -42,6 +43,28 @@ class identity_cache_access {
   static entry_map& map(identity_cache& c) noexcept { return *c.state_->map; }
   // A record's wrapper field link and side-table key, for tests of the fallback path.
   static const void* side_table_key(const wrapper_record& r) noexcept { return r.side_table_key_; }
+
+  // The palrt design's map, or null for the designs it is measured against.
+  static bucket_map* buckets(identity_cache& c) noexcept { return dynamic_cast<bucket_map*>(c.state_->map.get()); }
+  // From now on every reclaim_retired() of `m` calls o->scanned() between its scan and its
+  // lock; null stops it. `o` must outlive the reclaims that may call it.
+  static void watch_reclaims(bucket_map& m, reclaim_observer* o) noexcept {
+    // release: pairs with reclaim_retired()'s acquire (the observer as built).
+    m.reclaim_observer_.store(o, std::memory_order_release);
+  }
+  // The table a reader of `identity`'s bucket loads now (A' in bucket_map.cpp).
+  static bucket_table* table_of(const bucket_map& m, const void* identity) noexcept {
+    const std::size_t b = detail::bucket_of(detail::fibonacci_hash(identity), m.bucket_bits_);
+    return m.view_.tables[b].load(std::memory_order_acquire);
+  }
+  // Whether `t` waits in the retired list, not freed yet. Compares addresses only, so it may
+  // be asked about a table that was freed.
+  static bool is_retired(bucket_map& m, const bucket_table* t) {
+    std::lock_guard<std::mutex> guard(m.retired_lock_);
+    for (const bucket_table* r = m.retired_; r; r = r->next_retired)
+      if (r == t) return true;
+    return false;
+  }
 };
 
 }  // namespace palrt::interop::internal
