@@ -13,6 +13,7 @@
 #include "palrt/sync/collector.hpp"
 #include "palrt/sync/finalizer_thread.hpp"
 #include "palrt/sync/handle_table.hpp"
+#include "palrt/sync/internal/grace_period.hpp"
 #include "palrt/sync/object.hpp"
 #include "palrt/sync/read_section.hpp"
 #include "palrt/sync/typed_handles.hpp"
@@ -185,6 +186,21 @@ TEST_CASE_FIXTURE(fixture, "collector: read sections nest, and an idle thread do
   CHECK(destroyed == 1);
   release.count_down();
   idle.join();
+}
+
+// Every reclaimer (the collector's, the identity cache's) scans the readers first and walks
+// its retired list after, under a lock other retirements may have taken in between. The scan
+// must not pass a batch retired after it, even when no reader was in a section: a reader may
+// have opened its section after the scan and reached the batch before it was unlinked.
+TEST_CASE("grace period: a batch retired after a scan never passes it, even when the scan saw no reader") {
+  namespace gp = palrt::sync::internal;
+  const std::uint64_t retired_before = gp::retire_epoch();
+  const std::uint64_t scan = gp::oldest_reader_epoch();  // no thread is in a section
+  CHECK(scan > retired_before);  // what was retired before the scan passes
+  read_section r;  // a reader that came after the scan, and may load what is retired next
+  const std::uint64_t retired_after = gp::retire_epoch();
+  INFO("scan " << scan << ", batch retired after it tagged " << retired_after);
+  CHECK_FALSE(scan > retired_after);
 }
 
 TEST_CASE("collector: collects on its own every N allocations when asked") {

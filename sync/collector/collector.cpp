@@ -87,7 +87,9 @@ object* reversed(object* list) noexcept {
   return result;
 }
 
-// Frees every retired batch no reader can still see. Under collect_lock.
+// Frees every retired batch no reader can still see. Under collect_lock, which every
+// retirement (run_collection) holds too: no batch joins c.retired between the scan and the
+// walk below. (Were one to, oldest_reader_epoch() would still not pass it.)
 std::size_t reclaim(collector_state& c) {
   if (c.retired.empty()) return 0;
   const std::uint64_t oldest = oldest_reader_epoch();

@@ -2,23 +2,36 @@
 //
 // Reader (read_section): e = global_epoch (acquire); record.epoch = e (B, plain store);
 // ... loads ...; record.epoch = 0 (release).
-// Reclaimer: unlink (clear the handles to what it retires); t = global_epoch++ (B'', the
-// batch's tag); FlushProcessWriteBuffers() (B'); read every record. A batch tagged t is
-// freed once every record reads 0 or an epoch > t.
+// Retiring a batch: unlink it (clear the handles, or replace the pointer, that lead to it);
+// t = global_epoch++ (B'', the batch's tag).
+// Reclaiming, in two steps that other threads may act between:
+//   1. The scan (oldest_reader_epoch): now = global_epoch (E, acquire); then
+//      FlushProcessWriteBuffers() (B'); then read every record. It returns
+//      min(now, every record's epoch other than 0).
+//   2. The walk, later (after the caller takes the lock of its retired list, which may have
+//      grown since the scan): a batch tagged t is freed if t < what the scan returned.
 //
-// Why that is enough, for a reader R and a batch tagged t:
+// Why that is enough, for a reader R and a batch tagged t that the walk frees:
+//   - t < now: the batch's B'' comes before E in global_epoch's order. Every write to
+//     global_epoch is a read-modify-write (B''), so the value E read is in the release
+//     sequence of that B'', and E synchronises with it: the unlinking happens before E, so
+//     before B' and the scan. A batch retired after E has t >= now and never passes this
+//     scan, whether or not any reader was in a section: "no reader" means "everything
+//     retired before the scan", not "everything". (Without E, a reclaimer that scanned with
+//     no reader inside and then walked its list freed what another thread retired after the
+//     scan, under a reader that had opened its section meanwhile.)
 //   - R's record reads e > t: R read the epoch after B'' (acquire pairs with its acq_rel
 //     increment), so R also sees the unlinking, done before B'': R cannot reach the batch.
 //   - R's record reads 0 after B': either R was outside a section when the barrier ran on
-//     its CPU, so any section it opens later loads after the unlinking was globally visible;
-//     or R's section had ended (its release store of 0 orders its reads before our free).
+//     its CPU, so any section it opens later loads after the unlinking (which happened
+//     before E, so before B') was globally visible; or R's section had ended (its release
+//     store of 0 orders its reads before our free).
 //     What the barrier rules out is the store buffer case: R stored its epoch (B) but the
 //     store was not yet visible while R's loads already ran. After B' returns, every other
 //     thread has executed a full barrier, so B is visible to our scan or R's loads come after.
 //   - R's record reads e <= t: R may hold a pointer into the batch; it waits.
 #include <algorithm>
 #include <cstdint>
-#include <limits>
 
 #include "palrt/pal/compat.hpp"
 #include "palrt/sync/internal/grace_period.hpp"
@@ -79,13 +92,18 @@ reader_record* register_current_reader() {
 }
 
 std::uint64_t retire_epoch() noexcept {
-  // B'': acq_rel, so a reader that reads the new value (acquire) sees our unlinking.
+  // B'': acq_rel, so a reader that reads the new value (acquire), and a reclaimer's scan
+  // whose E reads it or a later one, sees our unlinking.
   return global_epoch.fetch_add(1, std::memory_order_acq_rel);
 }
 
 std::uint64_t oldest_reader_epoch() {
+  // E: acquire, so every batch tagged below `now` was unlinked before this load (it pairs
+  // with the B'' of each retire_epoch() whose increment it reads, or follows); before B'.
+  const std::uint64_t now = global_epoch.load(std::memory_order_acquire);
   FlushProcessWriteBuffers();  // B'
-  std::uint64_t oldest = std::numeric_limits<std::uint64_t>::max();
+  // Not UINT64_MAX when no reader is inside: a batch retired after E must never pass.
+  std::uint64_t oldest = now;
   for (reader_record* r = all_readers.load(std::memory_order_acquire); r; r = r->next) {
     // acquire: pairs with the reader's release store of 0 (its reads are done).
     const std::uint64_t e = r->epoch.load(std::memory_order_acquire);

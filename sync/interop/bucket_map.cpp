@@ -31,6 +31,21 @@
 // table, and the reader retries. Otherwise the target is the wrapper the handle held while
 // the entry was current, and the read section keeps its memory valid. A hit therefore
 // writes nothing but the read section's two stores to the reader's own line.
+//
+// Why a replaced table is not freed under a reader. The reclaimer (reclaim_retired(), run by
+// an inserting writer after it dropped its bucket's lock) takes two steps:
+//   (R1) the scan, sync::internal::oldest_reader_epoch(): the global epoch (E in
+//        reader_epoch.cpp, acquire), the process-wide barrier, the readers' epochs; it
+//        returns the smaller of the epoch E read and the oldest reader's;
+//   (R2) the walk, under retired_lock_: a table whose tag (retired_at, from retire_epoch():
+//        B'' in reader_epoch.cpp, taken after (A) published its replacement) is below what
+//        (R1) returned is freed.
+// Between the two, any writer (of another bucket, or of the same one once its lock was
+// dropped) may retire a table, and a reader may have opened its section after (R1) and loaded
+// that very table. Its tag comes from a B'' after E in the global epoch's order, so it is not
+// below what (R1) returned, and (R2) keeps it, whether or not a reader was inside a section
+// during the scan. A table tagged below that was replaced (A) before its B'', which E
+// synchronises with: before the barrier, as reader_epoch.cpp's argument requires.
 #include "palrt/interop/internal/bucket_map.hpp"
 
 #include <bit>
@@ -142,7 +157,9 @@ bucket_table* bucket_map::make_room(std::size_t b, bucket_writer& w) {
   tables_[b].store(fresh, std::memory_order_release);
   if (t) {
     ++w.rebuilds;
-    t->retired_at = sync::internal::retire_epoch();  // after unlinking it
+    // B'' (reader_epoch.cpp): after (A) unlinked it; a scan (R1) whose E reads this
+    // increment, or a later one, may pass it, and no earlier scan does.
+    t->retired_at = sync::internal::retire_epoch();
     std::lock_guard<std::mutex> guard(retired_lock_);
     t->next_retired = retired_;
     retired_ = t;
@@ -217,13 +234,16 @@ bool bucket_map::reclaim_due() const noexcept {
 
 void bucket_map::reclaim_retired() {
   // One process-wide barrier, then free what no reader can still be probing. What a reader
-  // still holds is freed by a later rebuild or by close().
+  // still holds, and what was retired after the scan, is freed by a later rebuild or by
+  // close(). (R1): the scan; tables retired after it began are not below `oldest` (the top
+  // of this file).
   const std::uint64_t oldest = sync::internal::oldest_reader_epoch();
   // acquire: pairs with the release in identity_cache_access::watch_reclaims (the observer
   // is built before it is published).
   if (reclaim_observer* o = reclaim_observer_.load(std::memory_order_acquire)) [[unlikely]]
     o->scanned();
   std::lock_guard<std::mutex> guard(retired_lock_);
+  // (R2): the walk, over a list that may have grown since (R1).
   for (bucket_table** link = &retired_; *link;) {
     bucket_table* t = *link;
     if (oldest > t->retired_at) {

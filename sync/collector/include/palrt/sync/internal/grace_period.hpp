@@ -10,8 +10,13 @@ namespace palrt::sync::internal {
 // epoch and returns the batch's tag.
 std::uint64_t retire_epoch() noexcept;
 
-// Runs the process-wide barrier, then returns the oldest epoch a reader is still in, or
-// UINT64_MAX if none is in a section. A batch tagged t may be freed once this is > t.
+// The reclaimer's first step, the scan: reads the global epoch, runs the process-wide
+// barrier, then returns the smaller of that epoch and the oldest epoch a reader is still in.
+// A batch tagged t may be freed once this is > t: exactly the batches retired before the call
+// that no reader can still reach. A batch retired after the call began (by another thread,
+// while the caller had not yet locked its retired list) never passes it, even when no reader
+// was in a section; so the second step, the walk of a list that grew after the scan, is
+// safe (reader_epoch.cpp has the argument).
 std::uint64_t oldest_reader_epoch();
 
 // Readers registered so far (threads that ever opened a section), and of them in use.
