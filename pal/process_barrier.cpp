@@ -82,11 +82,15 @@ std::optional<barrier_strategy> parse_barrier_strategy(std::string_view name) no
 
 int barrier_signal_number() noexcept { return SIGRTMAX - 1; }
 
-const process_barrier_state& initialize_process_barrier(registration_mode mode, registration_census census) {
+namespace {
+
+// `on_first_use`: called by the first flush, not by the host (the state says so).
+const process_barrier_state& initialize(registration_mode mode, registration_census census, bool on_first_use) {
   std::lock_guard lock(init_mutex);
   if (active.load(std::memory_order_relaxed)) return state;
 
   process_barrier_state st{};
+  st.initialized_on_first_use = on_first_use;
   const auto forced = forced_strategy();
   if (mode == registration_mode::register_membarrier) register_membarrier(st, census);
 
@@ -123,6 +127,12 @@ const process_barrier_state& initialize_process_barrier(registration_mode mode, 
   return state;
 }
 
+}  // namespace
+
+const process_barrier_state& initialize_process_barrier(registration_mode mode, registration_census census) {
+  return initialize(mode, census, /*on_first_use=*/false);
+}
+
 const process_barrier_state* process_barrier_state_if_initialized() noexcept {
   return active.load(std::memory_order_acquire) ? &state : nullptr;
 }
@@ -131,7 +141,7 @@ void flush_process_write_buffers() {
   barrier_instance* b = active.load(std::memory_order_acquire);
   if (__builtin_expect(b == nullptr, 0)) {
     try {
-      initialize_process_barrier();
+      initialize(registration_mode::register_membarrier, registration_census::if_slow, /*on_first_use=*/true);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "palrt: FlushProcessWriteBuffers: %s\n", e.what());
       std::abort();

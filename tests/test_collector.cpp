@@ -5,11 +5,16 @@
 #include <signal.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <future>
 #include <latch>
+#include <new>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
+#include "palrt/pal/process_barrier.hpp"
 #include "palrt/sync/collector.hpp"
 #include "palrt/sync/finalizer_thread.hpp"
 #include "palrt/sync/handle_table.hpp"
@@ -237,6 +242,44 @@ TEST_CASE("collector: destroyed with no finalizer, it frees finalizable objects 
   CHECK(destroyed == 3);
 }
 
+namespace {
+std::atomic<int> finalizers_ran{0};
+struct counted_finalizable : finalizable {
+  explicit counted_finalizable(bool throws = false) : throws_in_finalize(throws) {}
+  ~counted_finalizable() override { destroyed.fetch_add(1); }
+  void finalize() override {
+    finalizers_ran.fetch_add(1);
+    if (throws_in_finalize) throw std::runtime_error("a finalizer run by collect() failed on purpose");
+  }
+  bool throws_in_finalize;
+};
+}  // namespace
+
+TEST_CASE_FIXTURE(fixture, "collector: without a finalizer thread, collect() runs the finalizers itself; nothing is held pending") {
+  // A standalone collector (no finalizer thread ever attached) must not hold dead
+  // finalizable objects, their handles and what they keep, in a queue nobody drains.
+  finalizers_ran = 0;
+  constexpr int n = 200;
+  std::vector<weak_handle<counted_finalizable>> long_weak;
+  for (int i = 0; i < n; ++i) {
+    ref<counted_finalizable> o = make_object<counted_finalizable>(gc, i == 7);  // one of them throws
+    long_weak.emplace_back(o, handle_kind::weak_long);
+  }
+  const collection_report first = gc.collect();  // contains the exception: does not throw
+  CHECK(first.queued_for_finalization == n);
+  CHECK(finalizers_ran == n);
+  CHECK(gc.counters().finalization_pending == 0);
+  CHECK(first.finalized_inline == n);
+  CHECK(gc.counters().finalized_inline == n);
+  CHECK(gc.counters().inline_finalizer_exceptions == 1);  // contained and counted
+  const collection_report second = gc.collect();  // finalized: freed by the next collection
+  CHECK(second.weak_long_cleared == n);
+  CHECK(destroyed == n);
+  int cleared = 0;
+  for (const auto& w : long_weak) cleared += w.cleared();
+  CHECK(cleared == n);
+}
+
 TEST_CASE_FIXTURE(fixture, "collector: a constructor that throws registers nothing") {
   struct throws : object {
     throws() { throw std::runtime_error("no"); }
@@ -301,6 +344,23 @@ TEST_CASE("collector: mutators, readers and collections at once lose nothing and
   CHECK(handles_in_use(table) == 0);
 }
 
+TEST_CASE("collector: a second collector on one handle table is refused") {
+  // Two collectors sweeping one table would race: each clears the handles of the objects it
+  // finds dead while the other walks the same blocks.
+  handle_table table;
+  {
+    collector first(table);
+    CHECK_THROWS_AS(collector{table}, std::logic_error);
+    ref<node> n = make_object<node>(first);  // the first one is unaffected
+    weak_handle<node> w(n);
+    n.reset();
+    first.collect();
+    CHECK(w.cleared());
+  }
+  collector next(table);  // once the first is gone, the table takes another
+  CHECK(next.collect().found_dead == 0);
+}
+
 namespace {
 collector* collecting_from_destructor = nullptr;
 std::atomic<int> nested_found{-1};
@@ -333,6 +393,65 @@ PALRT_FRESH_PROCESS(collector_destroyed_with_live_objects) {
   kept.reset();  // still safe: pushes onto the kept state, nothing is freed
   std::printf("survived\n");
   return 0;
+}
+
+// A thread leaves a read section without unwinding (here: a section that is never
+// destroyed, as after a longjmp out of it) and exits; a second thread then reuses its record
+// (the only one in this fresh process).
+PALRT_FRESH_PROCESS(thread_exits_inside_read_section) {
+  handle_table table;
+  collector gc(table);
+  std::thread([] {
+    alignas(read_section) unsigned char storage[sizeof(read_section)];
+    new (storage) read_section;  // opened, never closed
+  }).join();
+  ref<node> n = make_object<node>(gc, 1);
+  weak_handle<node> w(n);
+  std::latch inside(1), may_leave(1);
+  std::thread reader([&] {
+    read_section section;  // this thread's own section counts, and only it
+    inside.count_down();
+    may_leave.wait();
+  });
+  inside.wait();
+  n.reset();
+  const collection_report r = gc.collect();
+  may_leave.count_down();
+  reader.join();
+  // Bounded: a record left in a section would hold every grace period from now on.
+  const bool freed = gc.synchronize(2s);
+  std::printf("held while inside: %d, freed after: %d\n", r.freed == 0 && w.cleared(), freed);
+  return 0;
+}
+
+TEST_CASE("collector: a thread that exits inside a read section neither holds up grace periods nor hands its depth on") {
+  auto c = palrt::testing::run_fresh("thread_exits_inside_read_section");
+  CHECK(c.exit_code == 0);
+  CHECK(c.out == "held while inside: 1, freed after: 1\n");
+  CHECK(c.err.find("palrt: a thread exited inside 1 read section") != std::string::npos);
+}
+
+// A plugin host: no bootstrap(), a collector made when the host's threads already run.
+PALRT_FRESH_PROCESS(collector_without_bootstrap) {
+  if (std::getenv("PALRT_TEST_INITIALIZE_FIRST")) palrt::pal::initialize_process_barrier();
+  handle_table table;
+  collector gc(table);
+  make_object<node>(gc).reset();
+  const bool before = palrt::pal::process_barrier_state_if_initialized() != nullptr;
+  gc.collect();  // frees it: its grace period runs the process barrier
+  const palrt::pal::process_barrier_state* st = palrt::pal::process_barrier_state_if_initialized();
+  std::printf("before: %d, after: %d, on first use: %d\n", before, st != nullptr, st && st->initialized_on_first_use);
+  return 0;
+}
+
+TEST_CASE("collector: without bootstrap(), the first collect() initialises the process barrier, and its state says so") {
+  auto lazy = palrt::testing::run_fresh("collector_without_bootstrap");
+  CHECK(lazy.exit_code == 0);
+  CHECK(lazy.out == "before: 0, after: 1, on first use: 1\n");
+  // A plugin host that initialises it first, as collector.hpp asks.
+  auto early = palrt::testing::run_fresh("collector_without_bootstrap", {{"PALRT_TEST_INITIALIZE_FIRST=1"}, {}});
+  CHECK(early.exit_code == 0);
+  CHECK(early.out == "before: 1, after: 1, on first use: 0\n");
 }
 
 TEST_CASE("collector: misuse is reported: an object made without make_object, a collector destroyed too early") {

@@ -140,6 +140,40 @@ TEST_CASE_FIXTURE(fixture, "finalizer: reregister_for_finalize from finalize() m
   CHECK(finalized == 2);
 }
 
+namespace {
+// Resurrects itself, drops that reference (dead again: the count is zero and the object is
+// back on the dead list), then resurrects itself once more.
+struct resurrects_twice : finalizable {
+  static inline ref<finalizable> kept;
+  ~resurrects_twice() override { destroyed.fetch_add(1); }
+  void finalize() override {
+    ref<finalizable> first = resurrect();
+    first.reset();
+    kept = resurrect();
+    finalized.fetch_add(1);
+  }
+};
+}  // namespace
+
+TEST_CASE_FIXTURE(fixture, "finalizer: a resurrect() after every reference from the first was dropped does not revive the dead object") {
+  make_object<resurrects_twice>(gc).reset();
+  gc.collect();
+  REQUIRE(finalizer.wait_for_pending_finalizers(10s) == pending_finalizers::finalized);
+  REQUIRE(finalized == 1);
+  // Zero is terminal: the object died again inside its finalize(), so the second resurrect()
+  // has nothing to return (raising 0 to 1 would leave a live object on the dead list).
+  CHECK_FALSE(resurrects_twice::kept);
+  gc.collect();  // takes it up from the dead list: it is freed
+  gc.collect();
+  const bool freed_while_referenced = resurrects_twice::kept && destroyed == 1;
+  CHECK_MESSAGE(!freed_while_referenced, "the object was freed while the second resurrect()'s reference points at it");
+  if (freed_while_referenced) (void)resurrects_twice::kept.detach();  // would write freed memory
+  resurrects_twice::kept.reset();
+  gc.collect();
+  CHECK(destroyed == 1);
+  CHECK(gc.counters().objects_freed == gc.counters().objects_created);
+}
+
 TEST_CASE_FIXTURE(fixture, "finalizer: suppress_finalize skips the finalizer; the object is freed at once") {
   ref<counted> c = make_object<counted>(gc);
   suppress_finalize(*c);
@@ -229,6 +263,50 @@ TEST_CASE("finalizer: waiting without a running finalizer thread says so instead
   CHECK(f.wait_for_pending_finalizers() == pending_finalizers::finalized);
   CHECK(f.stop());
   CHECK(f.wait_for_pending_finalizers() == pending_finalizers::not_running);
+}
+
+TEST_CASE("finalizer: once the finalizer thread is stopped, collect() runs the finalizers itself; nothing is left pending") {
+  // Records the thread each finalize() ran on.
+  struct where : finalizable {
+    explicit where(std::thread::id* t) : ran_on(t) {}
+    std::thread::id* ran_on;
+    void finalize() override {
+      *ran_on = std::this_thread::get_id();
+      finalized.fetch_add(1);
+    }
+  };
+  finalized = 0;
+  handle_table table;
+  collector gc(table);
+  finalizer_thread f(gc);
+  f.start();
+  std::thread::id on_thread;
+  make_object<where>(gc, &on_thread).reset();
+  gc.collect();
+  REQUIRE(f.wait_for_pending_finalizers(10s) == pending_finalizers::finalized);
+  CHECK(on_thread != std::this_thread::get_id());  // on the finalizer thread
+  CHECK(f.stop());
+
+  constexpr int n = 100;
+  std::vector<std::thread::id> ran_on(n);
+  for (int i = 0; i < n; ++i) make_object<where>(gc, &ran_on[static_cast<std::size_t>(i)]).reset();
+  gc.collect();  // no finalizer thread: this collect() runs them, on this thread
+  CHECK(finalized == 1 + n);
+  CHECK(f.counters().pending == 0);
+  CHECK(gc.counters().finalization_pending == 0);
+  int here = 0;
+  for (const auto& t : ran_on) here += t == std::this_thread::get_id();
+  CHECK(here == n);
+  CHECK(gc.counters().finalized_inline == n);
+  gc.collect();  // finalized: freed by the next collection
+  CHECK(gc.counters().objects_freed == 1 + n);
+
+  // Started again, the thread runs them again.
+  f.start();
+  make_object<where>(gc, &on_thread).reset();
+  gc.collect();
+  REQUIRE(f.wait_for_pending_finalizers(10s) == pending_finalizers::finalized);
+  CHECK(on_thread != std::this_thread::get_id());
 }
 
 namespace {

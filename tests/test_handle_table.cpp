@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <memory>
 #include <set>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -156,6 +157,20 @@ TEST_CASE("handle table: strong roots are visited, dependents promote secondarie
   CHECK(marked == std::vector<void*>{&secondary});
   CHECK(table.promote_dependents(is_alive, mark) == 0);  // the fixpoint
   CHECK_FALSE(orphan.alive);
+}
+
+TEST_CASE("handle table: one collector at a time claims a table; a second claim is refused") {
+  handle_table table;
+  int host_gc = 0, other_gc = 0;  // two collectors' identities
+  table.claim_for_collector(&host_gc);
+  CHECK_THROWS_AS(table.claim_for_collector(&other_gc), std::logic_error);
+  CHECK_THROWS_AS(table.claim_for_collector(&host_gc), std::logic_error);  // not reentrant either
+  CHECK_THROWS_AS(table.claim_for_collector(nullptr), std::invalid_argument);
+  table.release_collector(&other_gc);  // not the claimant: nothing happens
+  CHECK_THROWS_AS(table.claim_for_collector(&other_gc), std::logic_error);
+  table.release_collector(&host_gc);
+  table.claim_for_collector(&other_gc);  // given up: another collector may take it
+  table.release_collector(&other_gc);
 }
 
 TEST_CASE("handle table: a handle released on another thread, and a thread's cache returned when it exits") {

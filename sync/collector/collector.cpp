@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <string>
 #include <thread>
 
 #include "palrt/sync/internal/collector_state.hpp"
@@ -199,9 +200,71 @@ collection_report run_collection(collector_state& c, bool wait) {
   return report;
 }
 
+// Counted; the first one reported on stderr. Never throws: a drain must always finish (its
+// request count would otherwise refuse every later one).
+void report_inline_exception(collector_state& c, std::exception_ptr error) noexcept {
+  // relaxed: a counter.
+  if (c.inline_finalizer_exceptions.fetch_add(1, std::memory_order_relaxed) != 0) return;
+  std::string what;
+  const char* text = "an exception that could not be described";  // describe() ran out of memory
+  try {
+    what = finalization_access::describe(error);
+    text = what.c_str();
+  } catch (...) {
+  }
+  std::fprintf(stderr, "palrt: a finalizer run by collect() threw (%s); collect() goes on (further ones are only counted)\n",
+               text);
+}
+
+// Runs what is queued for finalization while no finalizer thread consumes the queue; the
+// number of finalizers it ran. One thread runs the queue at a time, as the finalizer thread
+// would (finalizers never run concurrently with each other): a caller that finds a drain
+// running leaves its objects to that drain and returns, and the drain goes round again for
+// every request that came in meanwhile. A finalizer that collects is such a caller.
+//   Caller: push (collect(), under the queue's lock); requests.fetch_add (C).
+//   Drain:  take_all ... run ...; requests.compare_exchange(seen -> 0) (C'), again on failure.
+// A request before C' in the counter's order makes C' fail, and C' (acquire on failure)
+// reads it after its release (C): the caller's push happens before the drain's next
+// take_all, so no object queued before a request is left behind. A request after C' reads 0
+// and makes its caller the next drain; C's acquire, with C''s release on success, orders
+// its finalizers after the previous drain's (one at a time, as on one thread).
+std::size_t finalize_inline(collector_state& c) {
+  // Inside a collection of c on this thread (a destructor it runs called collect()): the
+  // outer collect() runs them, once it has dropped its lock.
+  if (collecting == &c || c.finalization.has_consumer()) return 0;
+  if (c.inline_finalization_requests.fetch_add(1, std::memory_order_acq_rel) != 0) return 0;  // C
+  std::size_t ran = 0;
+  std::uint32_t seen = 1;
+  do {
+    std::size_t n = 0;
+    // A finalizer thread started meanwhile takes over what is queued from here on.
+    while (!c.finalization.has_consumer()) {
+      object* o = c.finalization.take_all(n);
+      if (!o) break;
+      collector_state::chain_ref done;
+      while (o) {
+        object* next = finalization_access::next(*o);  // before finished() relinks o
+        std::exception_ptr error;
+        const auto result = finalization_access::run(*o, error);
+        if (error) report_inline_exception(c, error);
+        finalization_access::finished(*o, result, done);
+        o = next;
+      }
+      finalization_access::hand_back(c, done);
+      c.finalized_inline.fetch_add(n, std::memory_order_relaxed);  // relaxed: a counter
+      c.finalization.complete(n);
+      ran += n;
+    }
+  } while (!c.inline_finalization_requests.compare_exchange_strong(seen, 0, std::memory_order_acq_rel,
+                                                                   std::memory_order_acquire));  // C'
+  return ran;
+}
+
 }  // namespace
 
-void collect_now(collector_state& c) { (void)run_collection(c, false); }
+void collect_now(collector_state& c) {
+  if (run_collection(c, false).rounds > 0) (void)finalize_inline(c);
+}
 
 // --- finalization_queue ---
 
@@ -313,10 +376,22 @@ void finalization_access::hand_back(collector_state& c, collector_state::chain_r
   done = {};
 }
 
+std::string finalization_access::describe(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception not derived from std::exception";
+  }
+}
+
 }  // namespace internal
 
 collector::collector(handle_table& table, collector_options options)
-    : state_(std::make_shared<internal::collector_state>(table, options)) {}
+    : state_(std::make_shared<internal::collector_state>(table, options)) {
+  table.claim_for_collector(state_.get());  // std::logic_error if another collector sweeps it
+}
 
 collector::~collector() {
   internal::collector_state& c = *state_;
@@ -335,7 +410,8 @@ collector::~collector() {
   };
   for (int i = 0; i < 64; ++i) {
     abandon_finalization();
-    const collection_report r = collect();
+    // Not collect(): a collector being destroyed runs no finalizer (see collector.hpp).
+    const collection_report r = internal::run_collection(c, true);
     if (r.found_dead == 0 && r.queued_for_finalization == 0 && c.dead.load(std::memory_order_acquire) == nullptr &&
         c.finalized_list.load(std::memory_order_acquire) == nullptr)
       break;
@@ -353,9 +429,14 @@ collector::~collector() {
     // state's dead list, which must stay valid memory (nothing will free those objects).
     internal::keep_orphaned(state_);
   }
+  c.table.release_collector(state_.get());
 }
 
-collection_report collector::collect() { return internal::run_collection(*state_, true); }
+collection_report collector::collect() {
+  collection_report report = internal::run_collection(*state_, true);
+  report.finalized_inline = internal::finalize_inline(*state_);  // with collect_lock dropped
+  return report;
+}
 
 bool collector::synchronize(std::chrono::nanoseconds timeout) {
   internal::collector_state& c = *state_;
@@ -388,6 +469,8 @@ collector_counters collector::counters() const noexcept {
   n.queued_for_finalization = c.queued_total.load(std::memory_order_relaxed);
   n.finalization_pending = c.finalization.enqueued() - c.finalization.completed();
   n.awaiting_grace_period = c.awaiting_grace.load(std::memory_order_relaxed);
+  n.finalized_inline = c.finalized_inline.load(std::memory_order_relaxed);
+  n.inline_finalizer_exceptions = c.inline_finalizer_exceptions.load(std::memory_order_relaxed);
   return n;
 }
 

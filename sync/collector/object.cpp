@@ -67,10 +67,16 @@ ref<finalizable> finalizable::resurrect() noexcept {
   // Only the finalizer thread, inside this object's finalize(), sees it finalizing.
   if (state_.load(std::memory_order_relaxed) != internal::finalizing) return {};
   if (flags_.load(std::memory_order_relaxed) & internal::resurrected) {
-    add_ref();  // resurrected before in this finalize(): the count is held elsewhere
-    return ref<finalizable>::adopt(this);
+    // Resurrected before in this finalize(): alive only while a reference from then is held.
+    // Once they are all dropped (on any thread) the count is zero again and died() has put
+    // the object back on the dead list; raising it from there would leave a live object on
+    // that list, which the next collect() frees. Zero is terminal: a CAS that refuses it
+    // (try_add_ref; relaxed, as there: a raise from n > 0 orders nothing else).
+    if (try_add_ref()) return ref<finalizable>::adopt(this);
+    return {};
   }
-  // The count is zero and nobody else can raise it (zero is terminal): store, not CAS.
+  // The count is zero and nobody else can raise it (zero is terminal; the object is on no
+  // list but this thread's): store, not CAS.
   strong_.store(1, std::memory_order_relaxed);
   flags_.fetch_or(internal::resurrected, std::memory_order_relaxed);
   return ref<finalizable>::adopt(this);

@@ -31,7 +31,9 @@
 //     thread has executed a full barrier, so B is visible to our scan or R's loads come after.
 //   - R's record reads e <= t: R may hold a pointer into the batch; it waits.
 #include <algorithm>
+#include <cinttypes>
 #include <cstdint>
+#include <cstdio>
 
 #include "palrt/pal/compat.hpp"
 #include "palrt/sync/internal/grace_period.hpp"
@@ -53,12 +55,34 @@ std::atomic<reader_record*> all_readers{nullptr};
 // hook that no longer exists.
 constinit thread_local bool reader_exited = false;
 
+// Threads that exited inside a section (relaxed: a counter for the report).
+std::atomic<std::uint64_t> sections_left_open{0};
+
+// The thread exits inside `depth` sections it never closed: it left them without unwinding
+// (a longjmp out of one, a section object never destroyed, an exit through a frame that does
+// not run destructors). Left as it is, the record's epoch would hold every grace period from
+// now on, and the next thread to claim the record would inherit the depth, so its own
+// sections would never publish an epoch. The thread is gone, so nothing it loaded is used
+// any more: the record is closed here, and the first time it is reported.
+void close_abandoned_sections(reader_record& r) noexcept {
+  if (sections_left_open.fetch_add(1, std::memory_order_relaxed) == 0)
+    std::fprintf(stderr,
+                 "palrt: a thread exited inside %" PRIu32
+                 " read section(s) it never closed (left without unwinding); its reader record is reset "
+                 "(further ones are only counted)\n",
+                 r.depth);
+  r.depth = 0;
+  // release: as a section's end (read_section.hpp); pairs with the scan's acquire.
+  r.epoch.store(0, std::memory_order_release);
+}
+
 // Gives the thread's record back when the thread exits (reused by a later thread).
 struct reader_release {
   ~reader_release() {
     reader_exited = true;
     if (reader_record* r = current_reader) {
       current_reader = nullptr;
+      if (r->depth != 0) [[unlikely]] close_abandoned_sections(*r);
       // release: our last section's end is visible to the thread that claims it next.
       r->in_use.store(false, std::memory_order_release);
     }
@@ -114,6 +138,7 @@ std::uint64_t oldest_reader_epoch() {
 
 reader_census count_readers() noexcept {
   reader_census c;
+  c.left_open_at_exit = sections_left_open.load(std::memory_order_relaxed);
   for (reader_record* r = all_readers.load(std::memory_order_acquire); r; r = r->next) {
     ++c.records;
     if (r->in_use.load(std::memory_order_relaxed)) ++c.in_use;

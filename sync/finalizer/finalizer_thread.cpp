@@ -41,16 +41,6 @@ struct finalizer_shared {
 namespace {
 // The finalizer_shared of the finalizer thread this is (null on every other thread).
 constinit thread_local finalizer_shared* current_finalizer = nullptr;
-
-std::string describe(std::exception_ptr error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "an exception not derived from std::exception";
-  }
-}
 }  // namespace
 
 void finalizer_shared::drain(const std::atomic<bool>& stop) {
@@ -105,7 +95,7 @@ void finalizer_shared::report_progress(collector_state::chain_ref& finished, std
 
 void finalizer_shared::record(std::exception_ptr error) {
   exceptions.fetch_add(1, std::memory_order_relaxed);
-  std::string what = describe(error);
+  std::string what = finalization_access::describe(error);
   bool first;
   {
     std::lock_guard lock(exception_lock);

@@ -253,6 +253,22 @@ handle_table::~handle_table() {
   }
 }
 
+void handle_table::claim_for_collector(const void* owner) {
+  if (!owner) throw std::invalid_argument("palrt: handle_table::claim_for_collector: a null collector");
+  const void* expected = nullptr;
+  // acquire (pairs with release_collector()'s release): a collector that claims the table
+  // after another gave it up comes after everything that one's sweeps did.
+  if (!state_->claimed_by.compare_exchange_strong(expected, owner, std::memory_order_acquire,
+                                                 std::memory_order_relaxed))
+    throw std::logic_error("palrt: this handle table is already swept by another collector; one collector per table");
+}
+
+void handle_table::release_collector(const void* owner) noexcept {
+  const void* expected = owner;
+  // release: see claim_for_collector(). relaxed on failure: not the claimant, nothing to do.
+  state_->claimed_by.compare_exchange_strong(expected, nullptr, std::memory_order_release, std::memory_order_relaxed);
+}
+
 // Inlined into release(): the checks are a few compares of one cached line.
 [[gnu::always_inline]] inline handle_block* handle_table::block_of(gc_handle h, const char* operation) const noexcept {
   if (!h) misuse(operation, nullptr, "a null handle");

@@ -48,7 +48,18 @@
 //   (RLIMIT_SIGPENDING), a flush waits for room for the threads it could not signal.
 //
 // Initialisation depends on nothing else in palrt being initialised, and runs on first use
-// if nobody called initialize_process_barrier() first.
+// if nobody called initialize_process_barrier() first: then inside whatever call flushes
+// first (a collector's first grace period, an identity cache's first reclamation), whenever
+// that is, and the state says so (initialized_on_first_use).
+//
+// Plugin hosts (palrt loaded into a process that did not start through
+// palrt::startup::bootstrap(), which does this first): call initialize_process_barrier() as
+// early as you can, before creating a collector or cache, and best while the process still
+// has one thread (a library constructor, or the host's own early startup). Registering for
+// membarrier is fast only while the process has one thread; with threads alive the kernel
+// waits out an RCU grace period (milliseconds) and IPIs every CPU. The call is idempotent,
+// cheap once done, and reports what it chose; on first use the same registration happens
+// later, with the host's threads alive, and a failure aborts instead of throwing.
 //
 // CoreCLR's spelling, FlushProcessWriteBuffers(), is in palrt/pal/compat.hpp.
 #pragma once
@@ -96,6 +107,10 @@ struct process_barrier_state {
   bool fast_path_inferred = false;
   std::int64_t registration_started_ns = 0;  // CLOCK_MONOTONIC
   std::int64_t registration_ns = 0;          // QUERY + REGISTER duration (census excluded)
+  // Nobody called initialize_process_barrier(): the first flush_process_write_buffers()
+  // initialised it (a collector's first grace period, say), with the host's threads most
+  // likely alive, so the registration took the kernel's slow path inside that call.
+  bool initialized_on_first_use = false;
 };
 
 // Thrown when no strategy can be set up, or when the forced one is unavailable.

@@ -8,7 +8,8 @@
 //   3. collect() takes the dead list and, in the host-GC order of handle_table.hpp:
 //      - clears the short weak handles of every dead object;
 //      - queues the dead objects registered for finalization to the finalizer thread
-//        (finalizer_thread.hpp); they keep their long weak and dependent handles;
+//        (finalizer_thread.hpp); they keep their long weak and dependent handles. Without a
+//        finalizer thread, collect() runs them itself (below);
 //      - clears the long weak handles and dependent handles of the others (a dependent
 //        handle's secondary loses the reference the handle held), and retires them;
 //      - frees retired objects once a grace period has passed (read_section.hpp): one
@@ -21,14 +22,33 @@
 // or a cleared dependent handle leaves dead are collected by the same collect(), in further
 // rounds, as long as each round finds new ones it caused.
 //
+// Without a finalizer thread (none attached to this collector, none started yet, or stopped:
+// after runtime::shutdown(), say), dead finalizable objects are not left in a queue nobody
+// drains: collect() runs their finalizers itself before it returns, on the calling thread,
+// once it has dropped its lock, oldest first, one at a time (a collect() that finds another
+// thread doing so leaves its objects to that thread, which runs them before it returns).
+// Those left queued by a finalizer thread that stopped are run the same way. Exceptions are
+// contained as on the finalizer thread: counted (collector_counters), the first reported on
+// stderr, and the others run on. As with the finalizer thread, a finalized object is freed
+// by the next collect(). Automatic collections (collector_options::collect_every) do the
+// same on the allocating thread. The collector's destructor runs no finalizer (see there).
+//
 // Cost: a collection walks the table's weak and dependent handles (three sweeps) and runs one
 // process-wide barrier; allocation and reference counting never wait for it.
+//
+// The grace periods use pal's process barrier (process_barrier.hpp). A host that does not
+// start through startup::bootstrap() (a plugin host) should call
+// pal::initialize_process_barrier() early, before its first collect(), and best while it has
+// one thread: otherwise the first collect() that frees something initialises the barrier,
+// registering for membarrier whenever that is (with threads alive the kernel makes that wait
+// for milliseconds), and process_barrier_state::initialized_on_first_use says so.
 //
 // Thread safety: collect() may be called from any thread, also concurrently (one collects,
 // the others wait for it), also from a finalizer. From a destructor that collect() is
 // running, it returns at once (an empty report). Every table that holds handles to a
 // collector's objects must be that collector's table: the typed handles (typed_handles.hpp)
-// see to it.
+// see to it. One collector per table: a second collector on a table that a live collector
+// sweeps is refused (std::logic_error, handle_table::claim_for_collector).
 #pragma once
 
 #include <chrono>
@@ -63,6 +83,9 @@ struct collection_report {
   std::size_t freed = 0;     // freed by this collection (also of earlier ones)
   std::size_t awaiting_grace_period = 0;  // retired and not freed yet, after it
   std::size_t rounds = 0;
+  // finalize() calls this collect() ran itself, no finalizer thread being attached (see the
+  // top of this file); 0 if another thread's collect() ran them.
+  std::size_t finalized_inline = 0;
 };
 
 struct collector_counters {
@@ -72,11 +95,14 @@ struct collector_counters {
   std::uint64_t queued_for_finalization = 0;  // ever
   std::uint64_t finalization_pending = 0;     // queued and not finalized yet
   std::uint64_t awaiting_grace_period = 0;
+  std::uint64_t finalized_inline = 0;             // finalize() calls collect() ran itself, ever
+  std::uint64_t inline_finalizer_exceptions = 0;  // of them, the ones that threw
 };
 
 class collector {
  public:
-  // The collector sweeps `table`, which must outlive it.
+  // The collector sweeps `table`, which must outlive it. Throws std::logic_error if another
+  // collector sweeps `table` (one collector per table), std::bad_alloc.
   explicit collector(handle_table& table, collector_options options = {});
   collector(const collector&) = delete;
   collector& operator=(const collector&) = delete;
@@ -88,7 +114,9 @@ class collector {
   ~collector();
 
   // See the top of this file. Throws only what a destructor of a freed object throws
-  // (destructors must not throw: std::terminate) or std::bad_alloc.
+  // (destructors must not throw: std::terminate) or std::bad_alloc; what a finalizer it runs
+  // throws is contained. Without a finalizer thread it returns after the finalizers it
+  // found due ran (a finalizer that blocks blocks it).
   collection_report collect();
   // Frees what is retired, waiting up to `timeout` for readers to leave their sections.
   // true if nothing is left awaiting a grace period.

@@ -6,9 +6,9 @@
 // the count reaches zero the object is dead, and zero is terminal: a weak handle's try_get()
 // never revives it. The object is not freed then, but handed to its collector, whose next
 // collect() clears the weak handles that refer to it, runs its finalizer (if it is a
-// `finalizable`) on the finalizer thread, and frees it only after a grace period, so that a
-// thread that read a weak handle's target just before it was cleared never touches freed
-// memory (collector.hpp has the whole life cycle).
+// `finalizable`) on the finalizer thread (without one, in collect()), and frees it only
+// after a grace period, so that a thread that read a weak handle's target just before it
+// was cleared never touches freed memory (collector.hpp has the whole life cycle).
 //
 //   struct node : palrt::sync::object { int value = 0; };
 //   palrt::sync::ref<node> n = palrt::sync::make_object<node>(collector);
@@ -103,20 +103,26 @@ class object {
   object* next_ = nullptr;
 };
 
-// An object with a finalizer: finalize() runs once on the finalizer thread after the object
-// is found dead and its short weak handles are cleared, before its long weak handles are.
+// An object with a finalizer: finalize() runs once on the finalizer thread (without one
+// running, on the thread calling collect(): collector.hpp) after the object is found dead
+// and its short weak handles are cleared, before its long weak handles are.
 // Finalizable objects are registered for finalization when created; suppress_finalize()
 // and reregister_for_finalize() (below) change that.
 class finalizable : public object {
  protected:
   finalizable();
-  // Called on the finalizer thread. An exception is contained: counted in the finalizer's
-  // counters, reported, and the finalizer thread goes on with the next object.
+  // Called on the finalizer thread (or in collect()). An exception is contained: counted in
+  // the finalizer's counters (the collector's when collect() ran it), reported, and the next
+  // object's finalizer runs.
   virtual void finalize() = 0;
   // From finalize() only: brings this object back to life and returns the reference that
   // now keeps it alive (store it somewhere to keep it). Its long weak handles then keep
   // their target; its short ones stay cleared. It is not finalized again unless
   // reregister_for_finalize() is called. Outside finalize() it returns an empty ref.
+  // Called again in the same finalize(), it returns another reference while one from the
+  // first call is still held; once every such reference has been dropped the object is dead
+  // again, for good (zero is terminal): resurrect() then returns an empty ref, and a later
+  // collect() frees the object (after finalizing it again if it was reregistered).
   ref<finalizable> resurrect() noexcept;
 
  private:

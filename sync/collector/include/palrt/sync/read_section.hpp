@@ -20,6 +20,16 @@
 // while it is open, nothing retired after it opened can be freed. It belongs to its thread
 // (do not move it to another). The first section of a thread registers the thread (an
 // allocation, std::bad_alloc if that fails); its record is reused when the thread exits.
+// A thread that exits inside a section it left without unwinding (a longjmp out of it, a
+// section object never destroyed) has its record closed at exit, with one line on stderr
+// the first time: it neither holds up grace periods nor passes its depth to the next thread.
+//
+// Not async-signal-safe: do not open a section in a signal handler. Opening one raises the
+// depth, then publishes the epoch; a handler that interrupts its thread between the two
+// finds the depth raised and no epoch published, so its own section is taken for a nested
+// one and protects nothing: what the handler loads may be freed under it. A thread's first
+// section also allocates (and registers a thread_local destructor), which a handler must
+// not do.
 #pragma once
 
 #include <atomic>

@@ -13,8 +13,13 @@
 // that began before the caller's objects were queued; on the finalizer thread itself it
 // returns at once.
 //
+// Without a running finalizer thread (before start(), after stop(), or no finalizer_thread
+// at all) nothing is held silently: collect() runs the finalizers itself, on its caller's
+// thread, after dropping the collector's lock (collector.hpp).
+//
 // Shutdown is bounded: stop() asks the thread to stop after the finalizer that is running
-// (objects not yet run stay queued: `left` in the counters), and joins it within a timeout.
+// (objects not yet run stay queued: `left` in the counters; the next collect() runs them), and
+// joins it within a timeout.
 // A finalizer that blocks cannot hang process exit: the thread is detached, keeps the state
 // it uses alive, and finishes on its own if the finalizer ever returns. The counters show
 // the longest finalizer so far and the one running now, so a stuck one is visible.
@@ -96,7 +101,8 @@ class finalizer_thread {
   void request_stop() noexcept;
   // true if the thread was joined within `timeout` (or never started); false if it missed
   // the deadline and was detached (it finishes on its own; the caller reports it). Either
-  // way counters().left_at_stop then says how many queued objects were not finalized.
+  // way counters().left_at_stop then says how many queued objects were not finalized by the
+  // thread; from then on collect() runs them, and the ones it queues, itself.
   bool stop(std::chrono::nanoseconds timeout = service_thread::default_stop_timeout);
 
   finalizer_counters counters() const;

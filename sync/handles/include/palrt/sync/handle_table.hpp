@@ -187,6 +187,16 @@ class handle_table {
                    &call_visit<std::remove_reference_t<Mark>>);
   }
 
+  // One collector sweeps a table. Two would race: each clears the handles of the objects it
+  // finds dead, by its own rules, while the other walks the same blocks. A collector claims
+  // its table for as long as it sweeps it (palrt's embedded collector does so in its
+  // constructor and gives it up in its destructor; a host GC may do the same). Throws
+  // std::logic_error if the table is claimed already (std::invalid_argument, a logic_error,
+  // for a null `owner`). `owner` identifies the claimant (any address); a
+  // release_collector() by anyone but the claimant does nothing.
+  void claim_for_collector(const void* owner);
+  void release_collector(const void* owner) noexcept;
+
   // A snapshot, not atomic across kinds: walks every block (microseconds per thousand
   // blocks); for reports, not for a fast path.
   handle_counters counters() const;

@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "palrt/sync/collector.hpp"
@@ -108,6 +109,12 @@ struct collector_state {
   std::atomic<std::uint64_t> queued_total{0};
   std::array<allocation_shard, allocation_shards> shards;
 
+  // collect() runs the queue itself while no finalizer thread consumes it (collector.cpp):
+  // requests since the running drain began (0: none runs), and what those drains did.
+  std::atomic<std::uint32_t> inline_finalization_requests{0};
+  std::atomic<std::uint64_t> finalized_inline{0};             // relaxed: counters
+  std::atomic<std::uint64_t> inline_finalizer_exceptions{0};
+
   static void push(std::atomic<object*>& list, object* first, object* last) noexcept;
 
   // A singly linked chain through object::next_, built by one thread.
@@ -125,7 +132,8 @@ struct collector_state {
 void keep_orphaned(std::shared_ptr<collector_state> state);
 
 // make_object's allocation count reached collector_options::collect_every: collect here,
-// unless a collection is running (on this thread or another): allocation never waits.
+// unless a collection is running (on this thread or another): allocation never waits. Like
+// collect(), it then runs the finalizers itself if no finalizer thread is attached.
 void collect_now(collector_state& c);
 // An object of `c` died: counts deaths that a running collection itself caused (its
 // destructors, its cleared dependent handles), so it knows to run another round.
@@ -142,6 +150,8 @@ class finalization_access {
   static void finished(object& o, outcome result, collector_state::chain_ref& done) noexcept;
   static void hand_back(collector_state& c, collector_state::chain_ref& done) noexcept;
   static object* next(const object& o) noexcept { return o.next_; }
+  // What a finalizer threw, for reports: what() or a description.
+  static std::string describe(std::exception_ptr error);
 };
 
 // The finalizer's way into a collector.

@@ -23,6 +23,7 @@ std::uint64_t oldest_reader_epoch();
 struct reader_census {
   std::size_t records = 0;
   std::size_t in_use = 0;
+  std::uint64_t left_open_at_exit = 0;  // threads that exited inside a section (reset then)
 };
 reader_census count_readers() noexcept;
 

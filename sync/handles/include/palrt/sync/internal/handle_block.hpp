@@ -34,6 +34,8 @@ struct handle_table_state {
   std::vector<const handle_block*> all_blocks;
   // Test hook: the next n block allocations fail as if memory were exhausted.
   std::atomic<int> failing_allocations{0};
+  // The collector that sweeps the table (claim_for_collector), or null.
+  std::atomic<const void*> claimed_by{nullptr};
 };
 
 // Returns the oldest `n` slots of `cache`, all of the kind `kind`, to their blocks
