@@ -54,7 +54,7 @@ struct finalizer_options {
   // Called on the finalizer thread with each exception a finalize() threw, if set. It must
   // not throw (what it throws is swallowed). Without it the first one is reported on stderr
   // and every one is counted.
-  std::function<void(std::exception_ptr)> on_exception;
+  std::function<void(std::exception_ptr)> on_exception = {};  // "= {}" keeps finalizer_options{.batch = n} free of -Wmissing-field-initializers
 };
 
 struct finalizer_counters {
