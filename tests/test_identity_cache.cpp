@@ -101,6 +101,17 @@ std::size_t weak_handles(handle_table& t) {
   return t.counters().handles[static_cast<std::size_t>(handle_kind::weak_short)];
 }
 
+// What a host starts and stops as one runtime: a handle table, its collector, the finalizer
+// thread and a cache.
+struct runtime {
+  runtime() { finalizer.start(); }
+  ~runtime() { finalizer.stop(); }
+  handle_table table;
+  collector gc{table};
+  finalizer_thread finalizer{gc};
+  identity_cache cache{gc};
+};
+
 }  // namespace
 
 TEST_CASE("identity cache: one live wrapper per identity, made once, for every design and wrapper kind") {
@@ -637,4 +648,45 @@ TEST_CASE("identity cache: a const factory, and a const one for outbound wrapper
   const auto make_outbound = [&f](const ref<proxy>&) { return make_object<plain_proxy>(f.gc, nullptr); };
   ref<object> o = f.cache.get_or_create_outbound(p, make_outbound);
   CHECK(f.cache.get_or_create_outbound(p, make_outbound) == o);
+}
+
+TEST_CASE("identity cache: a wrapper without the fields that outlives its runtime is dropped later, and the next runtime's caches work") {
+  natives n(1002);
+  ref<plain_proxy> survivor;
+  ref<proxy> survivor_with_fields;
+  {
+    // Runtime 1 ends while the host still holds two wrappers: its collector and handle table
+    // say so on stderr and leave them allocated, so that dropping them later is safe.
+    auto first = std::make_unique<runtime>();
+    auto make_plain = [&](const void* id) { return make_object<plain_proxy>(first->gc, id); };
+    survivor = first->cache.get_or_create<plain_proxy>(n[0], make_plain);
+    survivor_with_fields =
+        first->cache.get_or_create<proxy>(n[1], [&](const void* id) { return make_object<proxy>(first->gc, id); });
+    REQUIRE(palrt::interop::record_of(*survivor));
+    first.reset();
+  }
+  survivor.reset();  // dead, in a collector that no longer collects
+  survivor_with_fields.reset();
+
+  // Runtime 2: enough wrappers without the fields that every shard of the record side table
+  // is swept at least once, the survivor's among them.
+  auto second = std::make_unique<runtime>();
+  std::vector<ref<plain_proxy>> wrappers;
+  for (std::size_t i = 2; i < 1002; ++i)
+    wrappers.push_back(second->cache.get_or_create<plain_proxy>(
+        n[i], [&](const void* id) { return make_object<plain_proxy>(second->gc, id); }));
+  for (std::size_t i = 2; i < 1002; ++i) {
+    ref<wrapper_record> r = palrt::interop::record_of(*wrappers[i - 2]);
+    REQUIRE(r);
+    CHECK(r->identity() == n[i]);
+    CHECK(second->cache.try_get(n[i]).get() == wrappers[i - 2].get());
+  }
+  wrappers.clear();
+  for (int round = 0; round < 3; ++round) {
+    second->gc.collect();
+    REQUIRE(second->finalizer.wait_for_pending_finalizers(10s) == pending_finalizers::finalized);
+  }
+  CHECK(second->gc.synchronize());
+  CHECK(second->cache.counters().entries == 0);
+  CHECK(second->gc.counters().objects_created == second->gc.counters().objects_freed);
 }

@@ -53,7 +53,11 @@
 // Thread safety: every member may be called from any thread concurrently, the finalizer
 // thread's included. Lifetime: the cache may be destroyed while wrappers it made are alive
 // (their records then remove nothing); it must not be destroyed while another thread uses it.
-// Its collector must outlive it, and every wrapper must belong to that collector.
+// Its collector must outlive it, and every wrapper must belong to that collector. A runtime
+// may end (cache, finalizer, collector and handle table destroyed) while the host still holds
+// wrappers, and a new one start in the same process: the old wrappers may then only be
+// dropped (collector.hpp), and the records' side table never touches their entries again
+// (internal/weak_object_table.hpp), so the new runtime's caches work as in a fresh process.
 #pragma once
 
 #include <cstddef>
