@@ -87,10 +87,13 @@ sync::ref<sync::object> identity_cache::get_or_create_erased(const void* identit
   if (&sync::internal::object_access::table_of(*made.wrapper) != &state_->table)
     internal::throw_invalid("get_or_create", "the factory returned an object of another collector");
 
-  // The record and its weak handle are made before any lock is taken.
+  // The record and its weak handle are made before any lock is taken. Weak-long: it tracks
+  // the wrapper through finalization, so that a wrapper its finalizer resurrects is still the
+  // one its entry leads to (identity_cache.hpp, "Resurrection"). A hit never hands out a
+  // wrapper that is dead meanwhile: the maps take only a count that is not zero.
   sync::ref<wrapper_record> record = sync::make_object<wrapper_record>(
       state_->collector, internal::record_key(), identity,
-      sync::owned_handle(state_->table, sync::handle_kind::weak_short, made.wrapper.get()), state_);
+      sync::owned_handle(state_->table, sync::handle_kind::weak_long, made.wrapper.get()), state_);
 
   // Under the identity's lock, once the map has found no live wrapper: link the record to
   // the wrapper (first registration wins) and say which handle the entry holds.

@@ -22,9 +22,10 @@
 //   bucket's table is compacted instead of grown; the table it replaces is freed after a
 //   grace period.
 // - An entry stores the handle its wrapper's record already owns (wrapper_record below): one
-//   weak handle per cached wrapper. The cache never frees a handle. When the wrapper dies,
-//   its record is finalized on the finalizer thread: it removes its entry by exact handle
-//   (so an entry made since for the same identity is never removed), then frees its handle.
+//   weak handle per cached wrapper, weak-long (it tracks the wrapper through finalization).
+//   The cache never frees a handle. When the wrapper dies, its record is finalized on the
+//   finalizer thread: it removes its entry by exact handle (so an entry made since for the
+//   same identity is never removed), then frees its handle.
 // - The factory (the host's QueryInterface-like call) runs with no lock held. When two
 //   threads race to create the wrapper of one identity, one wins, both get the winner, and
 //   the loser's wrapper is simply dropped: nothing refers to it, so it is collected (and
@@ -34,6 +35,20 @@
 //   (records) or per-cache (outbound wrappers) side tables keyed weakly on the object. Give
 //   the cache the wrapper's own type (ref<com_proxy>, not ref<object>) so that it sees the
 //   fields without a dynamic_cast.
+//
+// Resurrection: a wrapper whose finalizer resurrects it (finalizable::resurrect()) is still
+// the wrapper of its identity: its record and its entry stay (the handle is weak-long, cleared
+// only once the wrapper is dead after finalization), and try_get(), find() and get_or_create()
+// return it again once it is alive. While it is dead (its count reached zero, until its
+// finalizer brings it back) it is never handed out, as a dead object never is (object.hpp:
+// zero is terminal): a get_or_create() in that window makes a new wrapper, which replaces the
+// entry, and the dead one, if its finalizer then resurrects it, comes back uncached (its
+// record still names its identity and removes nothing when it retires). That is CoreCLR's
+// rule for a wrapper its RCW cache finds dead (the cache "detaches" it, re-keying it under its
+// own address, and the next lookup makes a new one), applied only where it must be: there a
+// collection detaches every wrapper it finds dead, resurrected later or not; here only a
+// lookup made while the wrapper was dead does. Either way the cache never holds two wrappers
+// for one identity.
 //
 // Designs (cache_options::design): `palrt` is the one above. The others are kept so that
 // `palrt-bench cache` compares them in one run, with the same records, handles and
@@ -155,7 +170,9 @@ class wrapper_record final : public sync::finalizable {
                  std::shared_ptr<internal::cache_state> cache) noexcept;
 
   const void* identity() const noexcept { return identity_; }
-  // The weak (short) handle to the wrapper, null once the record has removed its entry.
+  // The weak (long) handle to the wrapper, null once the record has removed its entry. Its
+  // target stays through the wrapper's finalization (and resurrection); a dead wrapper's
+  // count is zero, which is what the cache checks before handing it out.
   sync::gc_handle handle() const noexcept { return handle_.get(); }
   std::uint64_t cache_id() const noexcept { return cache_id_; }
 
