@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <future>
 #include <latch>
 #include <memory>
@@ -789,5 +790,26 @@ TEST_CASE("identity cache: a wrapper replaced while it was dead comes back uncac
   for_each_design([&](cache_design d) {
     check_wrapper_replaced_while_dead_is_no_longer_cached<resurrecting_proxy<wrapper_object>>(d);
     check_wrapper_replaced_while_dead_is_no_longer_cached<resurrecting_proxy<no_fields>>(d);
+  });
+}
+
+TEST_CASE("identity cache: the identity ~0 is reserved, and refused with a message that says so") {
+  for_each_design([&](cache_design d) {
+    fixture f({.design = d});
+    natives n(1);
+    const void* const reserved = reinterpret_cast<const void*>(~std::uintptr_t{0});
+    std::atomic<int> calls{0};
+    CHECK_THROWS_WITH_AS(f.get<proxy>(reserved, &calls), doctest::Contains("reserved"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(f.get<proxy>(nullptr, &calls), doctest::Contains("null"), std::invalid_argument);
+    CHECK(calls == 0);  // refused before the factory
+    CHECK(!f.cache.try_get(reserved));
+    {
+      read_section s;
+      CHECK(f.cache.find(reserved) == nullptr);
+    }
+    ref<proxy> ok = f.get<proxy>(n[0]);
+    CHECK_FALSE(f.cache.remove(reserved, palrt::interop::record_of(*ok)->handle()));
+    CHECK(f.cache.counters().entries == 1);
+    CHECK(f.cache.try_get(n[0]).get() == ok.get());
   });
 }

@@ -42,6 +42,14 @@ bool is_reserved(const void* identity) noexcept { return detail::is_reserved_key
   throw std::invalid_argument(std::string("palrt: identity_cache::") + operation + ": " + problem);
 }
 
+// The two reserved identities, told apart (the hit path tests both with one compare).
+[[noreturn]] void throw_reserved(const char* operation, const void* identity) {
+  if (!identity) throw_invalid(operation, "the identity is null");
+  throw_invalid(operation,
+                "the identity ~0 (all bits set) is reserved: it marks removed entries, and no native object "
+                "has that address");
+}
+
 }  // namespace
 
 cache_state::cache_state(sync::collector& c, const cache_options& o, std::uint64_t cache_id)
@@ -78,7 +86,7 @@ bool identity_cache::remove(const void* identity, sync::gc_handle handle) noexce
 
 sync::ref<sync::object> identity_cache::get_or_create_erased(const void* identity, internal::factory_fn factory,
                                                              void* context) {
-  if (internal::is_reserved(identity)) internal::throw_invalid("get_or_create", "the identity is null");
+  if (internal::is_reserved(identity)) internal::throw_reserved("get_or_create", identity);
 
   // A miss: the factory runs with no lock held (it may call back into this cache, even for
   // the same identity, from this or another thread).

@@ -50,6 +50,15 @@
 // lookup made while the wrapper was dead does. Either way the cache never holds two wrappers
 // for one identity.
 //
+// Identities: any pointer value but two, which mark empty and removed slots in palrt's
+// tables: null and ~0 (all bits set). No native object has either address (~0 is in the
+// kernel's half of the address space; CoreCLR's RCW cache excludes the same value). For
+// them try_get() and find() return empty, remove() returns false and get_or_create() throws
+// std::invalid_argument naming which one it was, before calling the factory. The hit path
+// tests both with one compare; accepting ~0 would move the marker to another value (one more
+// reserved identity) or to an address of palrt's own that the hit path would have to compare
+// too.
+//
 // Designs (cache_options::design): `palrt` is the one above. The others are kept so that
 // `palrt-bench cache` compares them in one run, with the same records, handles and
 // contracts: `bucketed_rwlock` (per bucket, one reader-writer lock and one hash map),
@@ -226,7 +235,8 @@ class identity_cache {
   // The live wrapper of `identity`; if there is none, factory(identity) makes one, with no
   // lock held, and it is cached (see the top of this file for races). The factory returns a
   // sync::ref<U>, U derived from sync::object; the result is cast to T (static: the caller
-  // knows the wrapper's type). Throws std::invalid_argument for a null identity, or if the
+  // knows the wrapper's type). Throws std::invalid_argument for a null identity or the
+  // reserved identity ~0 (its message says which; see "Identities" above), or if the
   // factory returns null, an object of another collector or a wrapper another cache made;
   // identity_mismatch if it returns the wrapper of another identity; std::bad_alloc or
   // handle_allocation_error; and whatever the factory throws. In each case nothing was
@@ -244,7 +254,7 @@ class identity_cache {
     if (sync::ref<sync::object> hit = try_get(identity)) return sync::static_ref_cast<T>(std::move(hit));
     return sync::static_ref_cast<T>(get_or_create_erased(identity, call, erase(factory)));
   }
-  // The live wrapper of `identity`, or empty. Never calls out.
+  // The live wrapper of `identity`, or empty (always for null and ~0). Never calls out.
   sync::ref<sync::object> try_get(const void* identity) const noexcept;
   // The hit path without the reference count, for a caller already in a read section
   // (read_section.hpp): the wrapper of `identity` if it was alive when looked at, else null.
@@ -252,8 +262,9 @@ class identity_cache {
   sync::object* find(const void* identity) const noexcept;
   // Removes the entry of `identity` if it holds exactly `handle` (a wrapper record's handle):
   // true if it did. An identity that is not cached, or cached with another handle, is left
-  // alone: false. Records call it for themselves; a host calls it to evict a wrapper early
-  // (the wrapper stays alive, and it is cached again if a factory returns it later).
+  // alone: false (also for null and ~0). Records call it for themselves; a host calls it to
+  // evict a wrapper early (the wrapper stays alive, and it is cached again if a factory
+  // returns it later).
   bool remove(const void* identity, sync::gc_handle handle) noexcept;
 
   // The outbound wrapper of `managed` made by this cache; if it has none, factory(managed)
