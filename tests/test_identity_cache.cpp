@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <future>
 #include <latch>
 #include <memory>
@@ -99,9 +100,37 @@ struct fixture {
   identity_cache cache;
 };
 
+// The weak handles of the records (weak-long: identity_cache.hpp, "Resurrection").
 std::size_t weak_handles(handle_table& t) {
-  return t.counters().handles[static_cast<std::size_t>(handle_kind::weak_short)];
+  return t.counters().handles[static_cast<std::size_t>(handle_kind::weak_long)];
 }
+
+// What a host starts and stops as one runtime: a handle table, its collector, the finalizer
+// thread and a cache.
+struct runtime {
+  runtime() { finalizer.start(); }
+  ~runtime() { finalizer.stop(); }
+  handle_table table;
+  collector gc{table};
+  finalizer_thread finalizer{gc};
+  identity_cache cache{gc};
+};
+
+// Wrappers whose finalizer resurrects them into `resurrected` (as a host's finalizer does
+// that hands the object to a cleanup queue), with the fields or without (side table): the
+// first one finalized after `resurrect_next` is set, only.
+ref<finalizable> resurrected;
+std::atomic<bool> resurrect_next{false};
+struct no_fields {};
+template <class Fields>
+struct resurrecting_proxy : finalizable, Fields {
+  explicit resurrecting_proxy(const void* id) : identity(id) { proxies_alive.fetch_add(1); }
+  ~resurrecting_proxy() override { proxies_alive.fetch_sub(1); }
+  void finalize() override {
+    if (resurrect_next.exchange(false)) resurrected = resurrect();
+  }
+  const void* const identity;
+};
 
 }  // namespace
 
@@ -731,4 +760,150 @@ TEST_CASE("identity cache: a const factory, and a const one for outbound wrapper
   const auto make_outbound = [&f](const ref<proxy>&) { return make_object<plain_proxy>(f.gc, nullptr); };
   ref<object> o = f.cache.get_or_create_outbound(p, make_outbound);
   CHECK(f.cache.get_or_create_outbound(p, make_outbound) == o);
+}
+
+TEST_CASE("identity cache: a wrapper without the fields that outlives its runtime is dropped later, and the next runtime's caches work") {
+  natives n(1002);
+  ref<plain_proxy> survivor;
+  ref<proxy> survivor_with_fields;
+  {
+    // Runtime 1 ends while the host still holds two wrappers: its collector and handle table
+    // say so on stderr and leave them allocated, so that dropping them later is safe.
+    auto first = std::make_unique<runtime>();
+    auto make_plain = [&](const void* id) { return make_object<plain_proxy>(first->gc, id); };
+    survivor = first->cache.get_or_create<plain_proxy>(n[0], make_plain);
+    survivor_with_fields =
+        first->cache.get_or_create<proxy>(n[1], [&](const void* id) { return make_object<proxy>(first->gc, id); });
+    REQUIRE(palrt::interop::record_of(*survivor));
+    first.reset();
+  }
+  survivor.reset();  // dead, in a collector that no longer collects
+  survivor_with_fields.reset();
+
+  // Runtime 2: enough wrappers without the fields that every shard of the record side table
+  // is swept at least once, the survivor's among them.
+  auto second = std::make_unique<runtime>();
+  std::vector<ref<plain_proxy>> wrappers;
+  for (std::size_t i = 2; i < 1002; ++i)
+    wrappers.push_back(second->cache.get_or_create<plain_proxy>(
+        n[i], [&](const void* id) { return make_object<plain_proxy>(second->gc, id); }));
+  for (std::size_t i = 2; i < 1002; ++i) {
+    ref<wrapper_record> r = palrt::interop::record_of(*wrappers[i - 2]);
+    REQUIRE(r);
+    CHECK(r->identity() == n[i]);
+    CHECK(second->cache.try_get(n[i]).get() == wrappers[i - 2].get());
+  }
+  wrappers.clear();
+  for (int round = 0; round < 3; ++round) {
+    second->gc.collect();
+    REQUIRE(second->finalizer.wait_for_pending_finalizers(10s) == pending_finalizers::finalized);
+  }
+  CHECK(second->gc.synchronize());
+  CHECK(second->cache.counters().entries == 0);
+  CHECK(second->gc.counters().objects_created == second->gc.counters().objects_freed);
+}
+
+namespace {
+template <class W>
+void check_resurrected_wrapper_stays_cached(cache_design d) {
+  fixture f({.design = d});
+  resurrected.reset();
+  resurrect_next = true;
+  natives n(1);
+  std::atomic<int> calls{0};
+  ref<W> first = f.get<W>(n[0], &calls);
+  const finalizable* const address = first.get();
+  first.reset();  // dead: a collection queues it, and its finalizer resurrects it
+  f.gc.collect();
+  REQUIRE(f.finalizer.wait_for_pending_finalizers(10s) == pending_finalizers::finalized);
+  REQUIRE(resurrected.get() == address);
+  f.gc.collect();  // alive again: nothing happens to it or its record
+  // The cached wrapper is the resurrected one: no second wrapper for the identity.
+  CHECK(f.cache.try_get(n[0]).get() == address);
+  CHECK(f.get<W>(n[0], &calls).get() == address);
+  {
+    read_section s;
+    CHECK(f.cache.find(n[0]) == address);
+  }
+  CHECK(calls == 1);
+  CHECK(proxies_alive == 1);
+  {
+    ref<wrapper_record> r = palrt::interop::record_of(static_cast<const W&>(*resurrected));
+    REQUIRE(r);
+    CHECK(r->identity() == n[0]);
+  }
+  // Dropped for good (finalized once already): freed, and its record removes its entry.
+  resurrected.reset();
+  f.settle();
+  CHECK(proxies_alive == 0);
+  CHECK(f.cache.counters().entries == 0);
+  CHECK(!f.cache.try_get(n[0]));
+}
+
+template <class W>
+void check_wrapper_replaced_while_dead_is_no_longer_cached(cache_design d) {
+  fixture f({.design = d});
+  resurrected.reset();
+  resurrect_next = true;
+  natives n(1);
+  std::atomic<int> calls{0};
+  f.finalizer.stop();  // the dead wrapper's finalizer runs only after the lookup below
+  ref<W> first = f.get<W>(n[0], &calls);
+  const finalizable* const old_address = first.get();
+  first.reset();
+  f.gc.collect();  // queued for finalization: dead, and not handed out (zero is terminal)
+  CHECK(!f.cache.try_get(n[0]));
+  ref<W> second = f.get<W>(n[0], &calls);
+  CHECK(calls == 2);
+  CHECK(f.cache.counters().dead_replaced == 1);
+  f.finalizer.start();
+  REQUIRE(f.finalizer.wait_for_pending_finalizers(10s) == pending_finalizers::finalized);
+  REQUIRE(resurrected.get() == old_address);
+  // The old wrapper came back uncached: the identity's wrapper is the new one.
+  CHECK(f.cache.try_get(n[0]).get() == second.get());
+  CHECK(f.get<W>(n[0], &calls) == second);
+  CHECK(calls == 2);
+  resurrected.reset();
+  f.settle();
+  CHECK(f.cache.try_get(n[0]).get() == second.get());  // the old record removed nothing
+  second.reset();
+  f.settle();
+  CHECK(proxies_alive == 0);
+  CHECK(f.cache.counters().entries == 0);
+}
+}  // namespace
+
+TEST_CASE("identity cache: a wrapper its finalizer resurrects is still the one wrapper of its identity") {
+  for_each_design([&](cache_design d) {
+    check_resurrected_wrapper_stays_cached<resurrecting_proxy<wrapper_object>>(d);
+    check_resurrected_wrapper_stays_cached<resurrecting_proxy<no_fields>>(d);
+  });
+}
+
+TEST_CASE("identity cache: a wrapper replaced while it was dead comes back uncached if its finalizer resurrects it") {
+  for_each_design([&](cache_design d) {
+    check_wrapper_replaced_while_dead_is_no_longer_cached<resurrecting_proxy<wrapper_object>>(d);
+    check_wrapper_replaced_while_dead_is_no_longer_cached<resurrecting_proxy<no_fields>>(d);
+  });
+}
+
+TEST_CASE("identity cache: the identity ~0 is reserved, and refused with a message that says so") {
+  for_each_design([&](cache_design d) {
+    fixture f({.design = d});
+    natives n(1);
+    const void* const reserved = reinterpret_cast<const void*>(~std::uintptr_t{0});
+    std::atomic<int> calls{0};
+    CHECK_THROWS_WITH_AS(f.get<proxy>(reserved, &calls), doctest::Contains("reserved"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(f.get<proxy>(nullptr, &calls), doctest::Contains("null"), std::invalid_argument);
+    CHECK(calls == 0);  // refused before the factory
+    CHECK(!f.cache.try_get(reserved));
+    {
+      read_section s;
+      CHECK(f.cache.find(reserved) == nullptr);
+    }
+    ref<proxy> ok = f.get<proxy>(n[0]);
+    CHECK_FALSE(f.cache.remove(reserved, palrt::interop::record_of(*ok)->handle()));
+    CHECK(f.cache.counters().entries == 1);
+    CHECK(f.cache.try_get(n[0]).get() == ok.get());
+  });
 }

@@ -42,6 +42,14 @@ bool is_reserved(const void* identity) noexcept { return detail::is_reserved_key
   throw std::invalid_argument(std::string("palrt: identity_cache::") + operation + ": " + problem);
 }
 
+// The two reserved identities, told apart (the hit path tests both with one compare).
+[[noreturn]] void throw_reserved(const char* operation, const void* identity) {
+  if (!identity) throw_invalid(operation, "the identity is null");
+  throw_invalid(operation,
+                "the identity ~0 (all bits set) is reserved: it marks removed entries, and no native object "
+                "has that address");
+}
+
 }  // namespace
 
 cache_state::cache_state(sync::collector& c, const cache_options& o, std::uint64_t cache_id)
@@ -78,7 +86,7 @@ bool identity_cache::remove(const void* identity, sync::gc_handle handle) noexce
 
 sync::ref<sync::object> identity_cache::get_or_create_erased(const void* identity, internal::factory_fn factory,
                                                              void* context) {
-  if (internal::is_reserved(identity)) internal::throw_invalid("get_or_create", "the identity is null");
+  if (internal::is_reserved(identity)) internal::throw_reserved("get_or_create", identity);
 
   // A miss: the factory runs with no lock held (it may call back into this cache, even for
   // the same identity, from this or another thread).
@@ -87,10 +95,13 @@ sync::ref<sync::object> identity_cache::get_or_create_erased(const void* identit
   if (&sync::internal::object_access::table_of(*made.wrapper) != &state_->table)
     internal::throw_invalid("get_or_create", "the factory returned an object of another collector");
 
-  // The record and its weak handle are made before any lock is taken.
+  // The record and its weak handle are made before any lock is taken. Weak-long: it tracks
+  // the wrapper through finalization, so that a wrapper its finalizer resurrects is still the
+  // one its entry leads to (identity_cache.hpp, "Resurrection"). A hit never hands out a
+  // wrapper that is dead meanwhile: the maps take only a count that is not zero.
   sync::ref<wrapper_record> record = sync::make_object<wrapper_record>(
       state_->collector, internal::record_key(), identity,
-      sync::owned_handle(state_->table, sync::handle_kind::weak_short, made.wrapper.get()), state_);
+      sync::owned_handle(state_->table, sync::handle_kind::weak_long, made.wrapper.get()), state_);
 
   // Under the identity's lock, once the map has found no live wrapper: link the record to
   // the wrapper (first registration wins) and say which handle the entry holds.

@@ -33,46 +33,61 @@ sync::ref<sync::object> weak_object_table::find(const sync::object& key) const {
   return find_locked(key);
 }
 
+weak_object_table::entry_map::iterator weak_object_table::entry_of(shard& s, const sync::object& key) noexcept {
+  const collector_id collector = sync::internal::object_access::collector_of(key);
+  auto [it, end] = s.entries.equal_range(&key);
+  for (; it != end; ++it)
+    if (it->second.collector == collector) return it;  // the tag alone: nothing else is read
+  return s.entries.end();
+}
+
 sync::ref<sync::object> weak_object_table::find_locked(const sync::object& key) const {
   shard& s = shard_for(&key);
-  auto it = s.entries.find(&key);
+  auto it = entry_of(s, key);
   return it == s.entries.end() ? sync::ref<sync::object>() : live_value(it->second.handle, key);
 }
 
 sync::ref<sync::object> weak_object_table::insert_locked(const sync::ref<sync::object>& key,
                                                          const sync::ref<sync::object>& value) {
   shard& s = shard_for(key.get());
-  auto it = s.entries.find(key.get());
+  const collector_id collector = sync::internal::object_access::collector_of(*key);
+  auto it = entry_of(s, *key);
   if (it != s.entries.end()) {
     if (sync::ref<sync::object> winner = live_value(it->second.handle, *key)) return winner;
-    // Stale: the address belonged to an object that died. Its dependent handle goes now.
+    // Stale: the address belonged to an object of this collector that died. Its dependent
+    // handle goes now (this collector, and so its table, is alive: we hold one of its objects).
     s.entries.erase(it);
   }
   if (s.entries.size() >= s.sweep_at) {
-    sweep(s);
+    sweep(s, collector);
     s.sweep_at = 2 * s.entries.size() + 16;
   }
-  entry e{sync::dependent_handle<sync::object, sync::object>(key, value), value.get()};  // may throw
+  entry e{collector, sync::dependent_handle<sync::object, sync::object>(key, value), value.get()};  // may throw
   s.entries.emplace(key.get(), std::move(e));  // may throw std::bad_alloc: e is released then
   return value;
 }
 
-void weak_object_table::sweep(shard& s) {
-  std::erase_if(s.entries, [](const auto& kv) { return !kv.second.handle.try_get_primary(); });
+void weak_object_table::sweep(shard& s, collector_id collector) {
+  std::erase_if(s.entries, [collector](const auto& kv) {
+    return kv.second.collector == collector && !kv.second.handle.try_get_primary();
+  });
 }
 
 bool weak_object_table::erase(const void* key, const void* value) noexcept {
   shard& s = shard_for(key);
   std::lock_guard<std::mutex> lock(s.lock);
-  auto it = s.entries.find(key);
-  if (it == s.entries.end() || it->second.value != value) return false;
-  s.entries.erase(it);
-  return true;
+  auto [it, end] = s.entries.equal_range(key);
+  for (; it != end; ++it)
+    if (it->second.value == value) {
+      s.entries.erase(it);
+      return true;
+    }
+  return false;
 }
 
 void weak_object_table::clear() noexcept {
   for (std::size_t i = 0; i < (std::size_t{1} << shard_bits); ++i) {
-    std::unordered_map<const void*, entry> doomed;
+    entry_map doomed;
     {
       std::lock_guard<std::mutex> lock(shards_[i].lock);
       doomed.swap(shards_[i].entries);

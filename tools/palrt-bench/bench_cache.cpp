@@ -141,7 +141,7 @@ struct cache_world {
   std::vector<ref<bench_wrapper>> rooted;
 };
 
-// A peer's rooted wrappers and the weak handles its map stores (weak_short, the kind a
+// A peer's rooted wrappers and the weak handles its map stores (weak_long, the kind a
 // wrapper record's handle has).
 struct peer_world {
   peer_world(runtime& rt, const std::vector<const void*>& identities) {
@@ -149,7 +149,7 @@ struct peer_world {
     handles.reserve(identities.size());
     for (const void* id : identities) {
       rooted.push_back(sync::make_object<bench_wrapper>(rt.gc, id));
-      handles.emplace_back(rooted.back());
+      handles.emplace_back(rooted.back(), sync::handle_kind::weak_long);
     }
   }
   std::vector<sync::gc_handle> raw_handles() const {

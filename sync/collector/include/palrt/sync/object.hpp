@@ -202,6 +202,10 @@ class object_access {
   static void created(object& o);  // the object exists: count it, maybe collect
   // The handle table of the object's collector (where its typed handles live).
   static handle_table& table_of(const object& o) noexcept;
+  // The state of the object's collector, as an identity: unlike a table's or a collector's
+  // address, it is never reused while an object of that collector exists (a collector
+  // destroyed with objects alive keeps its state for the life of the process).
+  static const collector_state* collector_of(const object& o) noexcept { return o.collector_; }
   static void add_ref(object& o) noexcept { o.add_ref(); }
   static bool try_add_ref(object& o) noexcept { return o.try_add_ref(); }
   // Whether the count is not zero yet (relaxed: a snapshot; a caller that must keep the

@@ -22,9 +22,10 @@
 //   bucket's table is compacted instead of grown; the table it replaces is freed after a
 //   grace period.
 // - An entry stores the handle its wrapper's record already owns (wrapper_record below): one
-//   weak handle per cached wrapper. The cache never frees a handle. When the wrapper dies,
-//   its record is finalized on the finalizer thread: it removes its entry by exact handle
-//   (so an entry made since for the same identity is never removed), then frees its handle.
+//   weak handle per cached wrapper, weak-long (it tracks the wrapper through finalization).
+//   The cache never frees a handle. When the wrapper dies, its record is finalized on the
+//   finalizer thread: it removes its entry by exact handle (so an entry made since for the
+//   same identity is never removed), then frees its handle.
 // - The factory (the host's QueryInterface-like call) runs with no lock held. When two
 //   threads race to create the wrapper of one identity, one wins, both get the winner, and
 //   the loser's wrapper is simply dropped: nothing refers to it, so it is collected (and
@@ -34,6 +35,29 @@
 //   (records) or per-cache (outbound wrappers) side tables keyed weakly on the object. Give
 //   the cache the wrapper's own type (ref<com_proxy>, not ref<object>) so that it sees the
 //   fields without a dynamic_cast.
+//
+// Resurrection: a wrapper whose finalizer resurrects it (finalizable::resurrect()) is still
+// the wrapper of its identity: its record and its entry stay (the handle is weak-long, cleared
+// only once the wrapper is dead after finalization), and try_get(), find() and get_or_create()
+// return it again once it is alive. While it is dead (its count reached zero, until its
+// finalizer brings it back) it is never handed out, as a dead object never is (object.hpp:
+// zero is terminal): a get_or_create() in that window makes a new wrapper, which replaces the
+// entry, and the dead one, if its finalizer then resurrects it, comes back uncached (its
+// record still names its identity and removes nothing when it retires). That is CoreCLR's
+// rule for a wrapper its RCW cache finds dead (the cache "detaches" it, re-keying it under its
+// own address, and the next lookup makes a new one), applied only where it must be: there a
+// collection detaches every wrapper it finds dead, resurrected later or not; here only a
+// lookup made while the wrapper was dead does. Either way the cache never holds two wrappers
+// for one identity.
+//
+// Identities: any pointer value but two, which mark empty and removed slots in palrt's
+// tables: null and ~0 (all bits set). No native object has either address (~0 is in the
+// kernel's half of the address space; CoreCLR's RCW cache excludes the same value). For
+// them try_get() and find() return empty, remove() returns false and get_or_create() throws
+// std::invalid_argument naming which one it was, before calling the factory. The hit path
+// tests both with one compare; accepting ~0 would move the marker to another value (one more
+// reserved identity) or to an address of palrt's own that the hit path would have to compare
+// too.
 //
 // Designs (cache_options::design): `palrt` is the one above. The others are kept so that
 // `palrt-bench cache` compares them in one run, with the same records, handles and
@@ -53,7 +77,11 @@
 // Thread safety: every member may be called from any thread concurrently, the finalizer
 // thread's included. Lifetime: the cache may be destroyed while wrappers it made are alive
 // (their records then remove nothing); it must not be destroyed while another thread uses it.
-// Its collector must outlive it, and every wrapper must belong to that collector.
+// Its collector must outlive it, and every wrapper must belong to that collector. A runtime
+// may end (cache, finalizer, collector and handle table destroyed) while the host still holds
+// wrappers, and a new one start in the same process: the old wrappers may then only be
+// dropped (collector.hpp), and the records' side table never touches their entries again
+// (internal/weak_object_table.hpp), so the new runtime's caches work as in a fresh process.
 #pragma once
 
 #include <cstddef>
@@ -151,7 +179,9 @@ class wrapper_record final : public sync::finalizable {
                  std::shared_ptr<internal::cache_state> cache) noexcept;
 
   const void* identity() const noexcept { return identity_; }
-  // The weak (short) handle to the wrapper, null once the record has removed its entry.
+  // The weak (long) handle to the wrapper, null once the record has removed its entry. Its
+  // target stays through the wrapper's finalization (and resurrection); a dead wrapper's
+  // count is zero, which is what the cache checks before handing it out.
   sync::gc_handle handle() const noexcept { return handle_.get(); }
   std::uint64_t cache_id() const noexcept { return cache_id_; }
 
@@ -205,7 +235,8 @@ class identity_cache {
   // The live wrapper of `identity`; if there is none, factory(identity) makes one, with no
   // lock held, and it is cached (see the top of this file for races). The factory returns a
   // sync::ref<U>, U derived from sync::object; the result is cast to T (static: the caller
-  // knows the wrapper's type). Throws std::invalid_argument for a null identity, or if the
+  // knows the wrapper's type). Throws std::invalid_argument for a null identity or the
+  // reserved identity ~0 (its message says which; see "Identities" above), or if the
   // factory returns null, an object of another collector or a wrapper another cache made;
   // identity_mismatch if it returns the wrapper of another identity; std::bad_alloc or
   // handle_allocation_error; and whatever the factory throws. In each case nothing was
@@ -223,7 +254,7 @@ class identity_cache {
     if (sync::ref<sync::object> hit = try_get(identity)) return sync::static_ref_cast<T>(std::move(hit));
     return sync::static_ref_cast<T>(get_or_create_erased(identity, call, erase(factory)));
   }
-  // The live wrapper of `identity`, or empty. Never calls out.
+  // The live wrapper of `identity`, or empty (always for null and ~0). Never calls out.
   sync::ref<sync::object> try_get(const void* identity) const noexcept;
   // The hit path without the reference count, for a caller already in a read section
   // (read_section.hpp): the wrapper of `identity` if it was alive when looked at, else null.
@@ -231,8 +262,9 @@ class identity_cache {
   sync::object* find(const void* identity) const noexcept;
   // Removes the entry of `identity` if it holds exactly `handle` (a wrapper record's handle):
   // true if it did. An identity that is not cached, or cached with another handle, is left
-  // alone: false. Records call it for themselves; a host calls it to evict a wrapper early
-  // (the wrapper stays alive, and it is cached again if a factory returns it later).
+  // alone: false (also for null and ~0). Records call it for themselves; a host calls it to
+  // evict a wrapper early (the wrapper stays alive, and it is cached again if a factory
+  // returns it later).
   bool remove(const void* identity, sync::gc_handle handle) noexcept;
 
   // The outbound wrapper of `managed` made by this cache; if it has none, factory(managed)

@@ -13,15 +13,19 @@
 //   identity, identity_cache::get_or_create), its wrapper_record (identity_cache.hpp). It is
 //   published once, by compare-exchange, under the cache's bucket lock: the first
 //   registration wins and every caller gets the winner; it never changes afterwards. It
-//   holds a reference to the record, so the record lives exactly as long as the wrapper.
+//   holds a reference to the record, so the record lives exactly as long as the wrapper,
+//   finalization included: a wrapper whose finalizer resurrects it keeps its record, whose
+//   weak-long handle still leads to it, so it is still the cached wrapper of its identity
+//   (identity_cache.hpp, "Resurrection").
 // - The outbound wrapper field: the wrapper native code sees for this object
 //   (identity_cache::get_or_create_outbound), tagged with the id of the cache that made it.
 //   Only the first cache to publish one uses the field; other caches keep theirs in their
 //   own side table. The tag is a number, not a pointer, because a wrapper may outlive the
 //   cache that made it (ids are never reused in a process).
-// Objects without the mixin get the same contracts through side tables keyed weakly on the
-// object (dependent handles): a dynamic_cast that fails, then a hash lookup under one of
-// the side table's shard locks, on every record_of() and outbound lookup.
+// Objects without the mixin get the same contracts, resurrection included, through side
+// tables keyed weakly on the object (dependent handles, which a collection clears only once
+// the object is dead after finalization): a dynamic_cast that fails, then a hash lookup under
+// one of the side table's shard locks, on every record_of() and outbound lookup.
 #pragma once
 
 #include <atomic>
