@@ -18,6 +18,7 @@
 #include "palrt/interop/internal/bucket_hash.hpp"
 #include "palrt/interop/internal/cache_state.hpp"
 #include "palrt/interop/internal/weak_object_table.hpp"
+#include "palrt/pal/wake_event.hpp"
 #include "palrt/sync/collector.hpp"
 #include "palrt/sync/finalizer_thread.hpp"
 #include "palrt/sync/handle_table.hpp"
@@ -121,13 +122,19 @@ struct runtime {
 // first one finalized after `resurrect_next` is set, only.
 ref<finalizable> resurrected;
 std::atomic<bool> resurrect_next{false};
+// When set, that finalizer first waits for it: the finalizer thread holds a dead wrapper
+// unfinalized for as long as a test needs (stopping the thread would not: collect() then runs
+// the finalizers itself).
+palrt::pal::wake_event* finalize_gate = nullptr;
 struct no_fields {};
 template <class Fields>
 struct resurrecting_proxy : finalizable, Fields {
   explicit resurrecting_proxy(const void* id) : identity(id) { proxies_alive.fetch_add(1); }
   ~resurrecting_proxy() override { proxies_alive.fetch_sub(1); }
   void finalize() override {
-    if (resurrect_next.exchange(false)) resurrected = resurrect();
+    if (!resurrect_next.exchange(false)) return;
+    if (finalize_gate) finalize_gate->wait();
+    resurrected = resurrect();
   }
   const void* const identity;
 };
@@ -847,7 +854,8 @@ void check_wrapper_replaced_while_dead_is_no_longer_cached(cache_design d) {
   resurrect_next = true;
   natives n(1);
   std::atomic<int> calls{0};
-  f.finalizer.stop();  // the dead wrapper's finalizer runs only after the lookup below
+  palrt::pal::wake_event gate;  // the dead wrapper's finalizer finishes only after the lookup below
+  finalize_gate = &gate;
   ref<W> first = f.get<W>(n[0], &calls);
   const finalizable* const old_address = first.get();
   first.reset();
@@ -856,8 +864,9 @@ void check_wrapper_replaced_while_dead_is_no_longer_cached(cache_design d) {
   ref<W> second = f.get<W>(n[0], &calls);
   CHECK(calls == 2);
   CHECK(f.cache.counters().dead_replaced == 1);
-  f.finalizer.start();
+  gate.set();
   REQUIRE(f.finalizer.wait_for_pending_finalizers(10s) == pending_finalizers::finalized);
+  finalize_gate = nullptr;
   REQUIRE(resurrected.get() == old_address);
   // The old wrapper came back uncached: the identity's wrapper is the new one.
   CHECK(f.cache.try_get(n[0]).get() == second.get());
