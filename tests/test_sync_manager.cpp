@@ -129,6 +129,25 @@ TEST_CASE("cancel: removes an item that has not started; not one that ran; a sta
   CHECK_FALSE(m.cancel(reuse));
 }
 
+TEST_CASE("cancel: a ticket of another manager cancels nothing, and both managers carry on") {
+  sync::sync_manager mine, theirs;
+  worker_gate gate(theirs);
+  std::atomic<int> ran{0};
+  const auto ticket = theirs.post(work_priority::normal, [&] { ran.fetch_add(1); });
+  CHECK_FALSE(mine.cancel(ticket));
+  gate.release();
+  theirs.invoke(work_priority::background, [] {});
+  CHECK(ran.load() == 1);  // the item stayed in its own queue, and ran there
+  CHECK_FALSE(theirs.cancel(ticket));  // ran
+  // Neither manager's queue or pool took the other's node.
+  CHECK(mine.invoke(work_priority::normal, [] { return 2; }) == 2);
+  mine.post(work_priority::normal, [&] { ran.fetch_add(10); });
+  theirs.post(work_priority::normal, [&] { ran.fetch_add(100); });
+  mine.invoke(work_priority::background, [] {});
+  theirs.invoke(work_priority::background, [] {});
+  CHECK(ran.load() == 111);
+}
+
 TEST_CASE("invoke: returns the result, rethrows the exception, on the worker") {
   sync::sync_manager m;
   CHECK(m.invoke(work_priority::normal, [] { return 42; }) == 42);

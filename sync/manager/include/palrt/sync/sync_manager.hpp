@@ -61,14 +61,17 @@ class worker_state;
 struct work_node;
 }  // namespace internal
 
-// Names one posted item, for cancel(). Valid as long as its sync_manager is.
+// Names one posted item of one sync_manager, for that manager's cancel(). Valid as long as
+// its sync_manager is.
 class work_ticket {
  public:
   work_ticket() noexcept = default;  // names nothing
 
  private:
   friend class sync_manager;
-  work_ticket(internal::work_node* node, std::uint64_t id) noexcept : node_(node), id_(id) {}
+  work_ticket(const internal::worker_state* owner, internal::work_node* node, std::uint64_t id) noexcept
+      : owner_(owner), node_(node), id_(id) {}
+  const internal::worker_state* owner_ = nullptr;  // the manager that issued it
   internal::work_node* node_ = nullptr;
   std::uint64_t id_ = 0;
 };
@@ -96,7 +99,8 @@ class sync_manager {
     return post_task(priority, delay, task(std::forward<F>(fn)));
   }
   // Removes a posted item that has not started (its function is destroyed unrun): true.
-  // false if it ran, runs now, was cancelled already, or the ticket names nothing.
+  // false if it ran, runs now, was cancelled already, or the ticket names nothing; false
+  // also for a ticket another sync_manager issued, whose item that manager keeps, untouched.
   bool cancel(const work_ticket& ticket) noexcept;
 
   // Runs `fn` on the worker and waits; returns its result or rethrows its exception. Throws
