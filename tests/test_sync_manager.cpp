@@ -3,6 +3,7 @@
 // for, stopping with work queued, and process handles with real children. No test orders
 // events with a sleep: a test that needs the worker busy blocks it on an event it controls.
 #include <doctest/doctest.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
@@ -65,6 +66,25 @@ pid_t spawn_shell(const std::string& script) {
   pid_t pid = -1;
   const int err = ::posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char* const*>(argv), environ);
   REQUIRE_MESSAGE(err == 0, "posix_spawn /bin/sh: " << err);
+  return pid;
+}
+
+// A child that runs `script` once its stdin closes: it runs exactly as long as the test wants.
+// *release is the pipe's write end; closing it lets the child go on.
+pid_t spawn_shell_held(const std::string& script, int* release) {
+  int pipe_fds[2];
+  REQUIRE(::pipe2(pipe_fds, O_CLOEXEC) == 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[0], 0);
+  const std::string held = "read line; " + script;
+  const char* argv[] = {"/bin/sh", "-c", held.c_str(), nullptr};
+  pid_t pid = -1;
+  const int err = ::posix_spawn(&pid, "/bin/sh", &actions, nullptr, const_cast<char* const*>(argv), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(pipe_fds[0]);
+  REQUIRE_MESSAGE(err == 0, "posix_spawn /bin/sh: " << err);
+  *release = pipe_fds[1];
   return pid;
 }
 
@@ -353,18 +373,8 @@ TEST_CASE("process handle: signalled at exit with the exit code; a killed child 
 
 TEST_CASE("process handle: exit status while running is an error; the handle survives until exit") {
   sync::sync_manager m;
-  int pipe_fds[2];
-  REQUIRE(::pipe(pipe_fds) == 0);
-  // The child waits for its stdin to close: it runs exactly as long as the test wants.
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, pipe_fds[0], 0);
-  posix_spawn_file_actions_addclose(&actions, pipe_fds[1]);
-  const char* argv[] = {"/bin/sh", "-c", "read line; exit 7", nullptr};
-  pid_t pid = -1;
-  REQUIRE(::posix_spawn(&pid, "/bin/sh", &actions, nullptr, const_cast<char* const*>(argv), environ) == 0);
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(pipe_fds[0]);
+  int release = -1;
+  const pid_t pid = spawn_shell_held("exit 7", &release);
   auto child = m.open_process(pid);
   CHECK(child.pid() == pid);
   CHECK_FALSE(child.has_exited());
@@ -372,7 +382,7 @@ TEST_CASE("process handle: exit status while running is an error; the handle sur
   CHECK(error_of([&] { child.exit_status(); }, &message) == EBUSY);
   CHECK(message.find("still running") != std::string::npos);
   CHECK(sync::wait_one(child, 0ns).status == wait_status::timed_out);
-  ::close(pipe_fds[1]);
+  ::close(release);
   REQUIRE(sync::wait_one(child, 10s).status == wait_status::signalled);
   CHECK(child.exit_status().code == 7);
 }
@@ -450,4 +460,28 @@ TEST_CASE("process handle: a process that is not our child is signalled at exit,
   CHECK(error_of([&] { other.exit_status(); }, &message) == ECHILD);
   CHECK(message.find("unavailable") != std::string::npos);
   CHECK(message.find("not a child") != std::string::npos);
+}
+
+TEST_CASE("process handles: every handle to one child sees its exit status, from one manager or two") {
+  sync::sync_manager m, other;
+  int release = -1;
+  const pid_t pid = spawn_shell_held("exit 7", &release);
+  std::vector<sync::process_handle> handles{m.open_process(pid), m.open_process(pid), other.open_process(pid)};
+  ::close(release);
+  for (std::size_t i = 0; i < handles.size(); ++i) {
+    CAPTURE(i);
+    REQUIRE(sync::wait_one(handles[i], 10s).status == wait_status::signalled);
+    std::string message;
+    int code = -1;
+    CHECK(error_of([&] { code = handles[i].exit_status().code; }, &message) == 0);
+    CHECK_MESSAGE(code == 7, message);
+  }
+  // Reaped once, by palrt: nothing is left for waitpid.
+  CHECK(::waitpid(pid, nullptr, WNOHANG) == -1);
+  CHECK(errno == ECHILD);
+  // A later child gets a handle of its own, with its own status.
+  const pid_t next = spawn_shell("exit 4");
+  auto later = m.open_process(next);
+  REQUIRE(sync::wait_one(later, 10s).status == wait_status::signalled);
+  CHECK(later.exit_status().code == 4);
 }
