@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -25,7 +26,9 @@
 #include "palrt/sync/sync_manager.hpp"
 #include "palrt/sync/wait.hpp"
 #include "scale.hpp"
+#include "subprocess.hpp"
 #include "sync_error_of.hpp"
+#include "thread_exit.hpp"
 #include "thread_state.hpp"
 
 using namespace palrt;
@@ -211,6 +214,26 @@ TEST_CASE("invoke: nested from inside a work item runs (no deadlock) and takes a
   const std::uint64_t after_nesting = sync_manager_access::invoke_context_allocations();
   for (int i = 0; i < 100; ++i) m.invoke(work_priority::normal, [] {});
   CHECK(sync_manager_access::invoke_context_allocations() == after_nesting);
+}
+
+// In a fresh process: what went wrong here before was a context kept in a slot already
+// destroyed, which only LeakSanitizer, at exit, reports.
+PALRT_FRESH_PROCESS(invoke_in_thread_local_destructor) {
+  sync::sync_manager m;
+  int late = 0;
+  std::thread([&] {
+    palrt::testing::host_thread_local.at_exit = [&] { late = m.invoke(work_priority::normal, [] { return 5; }); };
+    m.invoke(work_priority::normal, [] {});  // the thread's first invoke leases its context
+  }).join();
+  std::printf("late invoke: %d\n", late);
+  return 0;
+}
+
+TEST_CASE("invoke: a thread_local made before the thread's first invoke may invoke in its destructor") {
+  const auto r = palrt::testing::run_fresh("invoke_in_thread_local_destructor");
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "late invoke: 5\n");
+  CHECK_MESSAGE(r.err.empty(), r.err);
 }
 
 TEST_CASE("invoke from the worker runs the items queued ahead of it first, in priority order") {

@@ -21,7 +21,8 @@
 // invoke context (its wait word and queue node) is leased from a thread-local single-slot
 // pool (lease_slot.hpp). A nested invoke (from inside a work item, on the worker) runs the
 // queue until its item is done, with a context of its own: it allocates one, by design.
-// Measured in palrt-bench invoke (docs/BENCHMARKS.md).
+// Measured in palrt-bench invoke (docs/BENCHMARKS.md). A thread may invoke() during its exit
+// too, from a thread_local's destructor, whenever that thread_local was made.
 //
 // An invoke from the worker itself (inside a work item) does not deadlock: it runs the queue,
 // in priority order, until its own item has run. A posted item that throws is counted
