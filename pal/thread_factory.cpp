@@ -5,7 +5,9 @@
 #include <atomic>
 #include <boost/thread/thread.hpp>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <exception>
 
 #include "palrt/pal/internal/thread_factory_access.hpp"
 #include "palrt/pal/process_barrier.hpp"
@@ -62,11 +64,22 @@ struct managed_thread::impl {
   std::shared_ptr<wake_event> finished = std::make_shared<wake_event>();
 };
 
+namespace {
+
+// A joinable managed_thread about to be lost (thread_factory.hpp says why this is fatal).
+[[noreturn]] void terminate_joinable(const std::string& name, const char* what) noexcept {
+  std::fprintf(stderr, "palrt: managed_thread '%s' %s while joinable: join() or detach() it first\n", name.c_str(),
+               what);
+  std::terminate();
+}
+
+}  // namespace
+
 managed_thread::managed_thread() noexcept = default;
 managed_thread::managed_thread(managed_thread&&) noexcept = default;
 managed_thread& managed_thread::operator=(managed_thread&& other) noexcept {
   if (this != &other) {
-    if (joinable()) impl_->thread.detach();
+    if (joinable()) terminate_joinable(name_, "assigned over");
     impl_ = std::move(other.impl_);
     name_ = std::move(other.name_);
   }
@@ -74,7 +87,7 @@ managed_thread& managed_thread::operator=(managed_thread&& other) noexcept {
 }
 
 managed_thread::~managed_thread() {
-  if (joinable()) impl_->thread.detach();
+  if (joinable()) terminate_joinable(name_, "destroyed");
 }
 
 bool managed_thread::joinable() const noexcept { return impl_ && impl_->thread.joinable(); }
@@ -89,6 +102,10 @@ bool managed_thread::join_for(std::chrono::nanoseconds timeout) {
 
 void managed_thread::join() {
   if (joinable()) impl_->thread.join();
+}
+
+void managed_thread::detach() noexcept {
+  if (joinable()) impl_->thread.detach();
 }
 
 managed_thread start_thread(const thread_options& options, std::function<void()> body) {

@@ -1,11 +1,13 @@
 #include <doctest/doctest.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <fstream>
+#include <memory>
 #include <string>
 
 #include "palrt/pal/internal/thread_factory_access.hpp"
@@ -126,6 +128,60 @@ TEST_CASE("thread factory: join_for times out on a running thread and joins a fi
   go.set();
   CHECK(t.join_for(std::chrono::seconds(10)));
   CHECK_FALSE(t.joinable());
+}
+
+// A joinable managed_thread is never detached behind its owner's back: destroying one, or
+// assigning over one, terminates with a message (as std::thread does). Each in a fresh process.
+namespace {
+pal::wake_event never_set;  // what the abandoned threads wait on: lives until the process ends
+}  // namespace
+
+PALRT_FRESH_PROCESS(managed_thread_destroyed_joinable) {
+  {
+    auto t = pal::start_thread({"left-joinable", 0}, [] { never_set.wait(); });
+  }
+  return 0;  // not reached after the fix: the destructor terminated
+}
+
+PALRT_FRESH_PROCESS(managed_thread_assigned_over_joinable) {
+  auto t = pal::start_thread({"assigned-over", 0}, [] { never_set.wait(); });
+  t = pal::managed_thread{};
+  return 0;
+}
+
+TEST_CASE("thread factory: a managed_thread destroyed or assigned over while joinable terminates with a message") {
+  struct expectation {
+    const char* fresh;
+    const char* message;
+  };
+  for (const expectation e :
+       {expectation{"managed_thread_destroyed_joinable", "palrt: managed_thread 'left-joinable' destroyed while joinable"},
+        expectation{"managed_thread_assigned_over_joinable",
+                    "palrt: managed_thread 'assigned-over' assigned over while joinable"}}) {
+    const std::string fresh = e.fresh;
+    CAPTURE(fresh);
+    const auto r = run_fresh(fresh);
+    CHECK(r.term_signal == SIGABRT);
+    CHECK_MESSAGE(r.err.find(e.message) != std::string::npos, r.err);
+    CHECK(r.err.find("join() or detach() it first") != std::string::npos);
+  }
+}
+
+TEST_CASE("thread factory: detach() is explicit; the thread runs on, and its managed_thread may go") {
+  auto go = std::make_shared<pal::wake_event>();
+  auto done = std::make_shared<pal::wake_event>();
+  {
+    auto t = pal::start_thread({"detached", 0}, [go, done] {
+      go->wait();
+      done->set();
+    });
+    t.detach();
+    CHECK_FALSE(t.joinable());
+    t.join();  // does nothing once detached
+    CHECK(t.join_for(std::chrono::milliseconds(0)));
+  }
+  go->set();
+  CHECK(done->wait_for(std::chrono::seconds(10)));
 }
 
 TEST_CASE("thread factory: a refused thread start is a thread_start_error with the errno and the name") {

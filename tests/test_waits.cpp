@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -21,7 +22,9 @@
 #include "palrt/sync/thread_handle.hpp"
 #include "palrt/sync/wait.hpp"
 #include "scale.hpp"
+#include "subprocess.hpp"
 #include "sync_error_of.hpp"
+#include "thread_exit.hpp"
 #include "thread_state.hpp"
 
 using namespace palrt;
@@ -38,6 +41,7 @@ using sync::internal::waits_access;
 
 using palrt::testing::error_of;
 using palrt::testing::eventually;
+using palrt::testing::host_thread_local;
 
 namespace {
 
@@ -396,6 +400,102 @@ TEST_CASE("thread handle: signalled when the thread exits, not before") {
   CHECK(sync::wait_one(th, 10s).status == wait_status::signalled);
   CHECK(th.has_exited());
   t.join();
+}
+
+// --- Waits during a thread's exit ------------------------------------------------------------
+// A host's thread_local, or a global object on the main thread, whose destructor waits: it
+// runs after palrt's own per-thread state was set up, so the C++ runtime destroys it after
+// palrt's thread_locals. The waits must still work (and the thread count as exited only
+// once they are done).
+
+TEST_CASE("thread exit: a thread_local made before the first wait may wait in its destructor") {
+  event_handle e(event_reset::manual);
+  semaphore_handle s(1, 1);
+  mutex_handle m(sync::mutex_owner::nobody);
+  e.set();
+  wait_status on_event = wait_status::timed_out, on_semaphore = wait_status::timed_out,
+              on_mutex = wait_status::timed_out, again = wait_status::timed_out;
+  std::thread([&] {
+    // Constructed first, so destroyed after everything the waits make on this thread.
+    host_thread_local.at_exit = [&] {
+      on_event = sync::wait_one(e, 10s).status;
+      on_semaphore = sync::wait_one(s, 10s).status;
+      on_mutex = sync::wait_one(m, 10s).status;
+      m.release();
+      const handle* both[] = {&e, &m};
+      again = sync::wait_any(std::span<const handle* const>(both), 10s).status;  // takes the event only
+    };
+    sync::wait_one(e);  // the thread's first wait
+  }).join();
+  CHECK(on_event == wait_status::signalled);
+  CHECK(on_semaphore == wait_status::signalled);
+  CHECK(on_mutex == wait_status::signalled);
+  CHECK(again == wait_status::signalled);
+  // The mutex was released, not abandoned: the next owner is not told of an abandonment.
+  CHECK(sync::wait_one(m, 0ns).status == wait_status::signalled);
+  m.release();
+}
+
+TEST_CASE("thread exit: comes after the thread_locals' destructors, which may still release a mutex the thread owns") {
+  mutex_handle m(sync::mutex_owner::nobody);
+  event_handle finish(event_reset::manual);
+  sync::thread_handle th;
+  int release_error = -1;
+  std::thread t([&] {
+    host_thread_local.at_exit = [&] {
+      sync::wait_one(finish);  // the test looks at the thread while it waits here
+      release_error = error_of([&] { m.release(); });
+    };
+    th = sync::thread_handle::current();
+    sync::wait_one(m);  // held until the thread_local's destructor releases it
+  });
+  REQUIRE(has_waiters(finish, 1));
+  CHECK_FALSE(th.has_exited());  // still in its exit, not done with it
+  CHECK(sync::wait_one(m, 0ns).status == wait_status::timed_out);  // still its owner
+  finish.set();
+  CHECK(sync::wait_one(th, 10s).status == wait_status::signalled);
+  t.join();
+  CHECK(release_error == 0);
+  CHECK(sync::wait_one(m, 0ns).status == wait_status::signalled);  // released, not abandoned
+  m.release();
+}
+
+namespace {
+
+// A global object's destructor that waits, on the main thread, after main() returned
+// (exit() has run the main thread's thread_locals by then).
+struct waits_after_main {
+  event_handle e{event_reset::manual};
+  semaphore_handle s{1, 1};
+  mutex_handle m{sync::mutex_owner::nobody};
+  mutex_handle held{sync::mutex_owner::calling_thread};  // acquired in main(), released here
+  ~waits_after_main() {
+    e.set();
+    const bool ok = sync::wait_one(e, 10s).status == wait_status::signalled &&
+                    sync::wait_one(s, 10s).status == wait_status::signalled &&
+                    sync::wait_one(m, 10s).status == wait_status::signalled &&
+                    error_of([&] { m.release(); }) == 0 && error_of([&] { held.release(); }) == 0;
+    std::printf("%s\n", ok ? "waits after main: ok" : "waits after main: FAILED");
+    std::fflush(stdout);
+  }
+};
+
+}  // namespace
+
+PALRT_FRESH_PROCESS(waits_in_global_destructor) {
+  event_handle first(event_reset::manual);
+  first.set();
+  sync::wait_one(first);  // the main thread's first wait
+  static waits_after_main global;  // destroyed by exit(), after the thread_locals
+  return 0;
+}
+
+TEST_CASE("process exit: a global object's destructor may wait after main() returns") {
+  const auto r = palrt::testing::run_fresh("waits_in_global_destructor");
+  CHECK(r.exit_code == 0);
+  CHECK(r.term_signal == 0);
+  CHECK(r.out == "waits after main: ok\n");
+  CHECK_MESSAGE(r.err.empty(), r.err);
 }
 
 TEST_CASE("APC: runs on its thread only inside an alertable wait, which then reports alerted") {

@@ -6,7 +6,7 @@
 namespace palrt::sync::internal {
 namespace {
 
-thread_local lease_slot<invoke_context> slot;
+constinit thread_local lease_slot<invoke_context> slot;
 std::atomic<std::uint64_t> allocations{0};
 
 }  // namespace

@@ -53,6 +53,9 @@ void process_monitor::watch(std::shared_ptr<process_object> process) {
   }
   const int fd = process->pidfd();
   auto [it, inserted] = by_pidfd_.emplace(fd, std::move(process));
+  // A second handle to a child shares the first one's object (process_object.hpp), pidfd
+  // included: watched already. (The map holds the object, so its descriptor is not reused.)
+  if (!inserted) return;
   epoll_event e{};
   e.events = EPOLLIN;  // a pidfd is readable once its process has exited
   e.data.fd = fd;

@@ -138,7 +138,7 @@ work_ticket sync_manager::post_task(work_priority priority, std::optional<std::c
       throw sync_error(stopped_error, "sync_manager::post: the sync manager has been stopped");
     }
     n.id = s.next_id++;
-    ticket = work_ticket(&n, n.id);
+    ticket = work_ticket(&s, &n, n.id);
     if (delay) {
       const std::int64_t now = palrt_monotonic_ns();
       // A delay past the end of the clock's range is "never" in practice: clamp, not overflow.
@@ -154,8 +154,10 @@ work_ticket sync_manager::post_task(work_priority priority, std::optional<std::c
 }
 
 bool sync_manager::cancel(const work_ticket& ticket) noexcept {
-  if (!ticket.node_) return false;
   internal::worker_state& s = *state_;
+  // Another manager's node is guarded by that manager's queue lock, and belongs in its queue
+  // and pool: never touch it here.
+  if (!ticket.node_ || ticket.owner_ != &s) return false;
   internal::work_node& n = *ticket.node_;
   {
     std::lock_guard lock(s.queue_mutex);

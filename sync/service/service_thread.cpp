@@ -72,7 +72,7 @@ void service_thread::request_stop() noexcept {
 bool service_thread::join(std::chrono::nanoseconds timeout) {
   if (!started()) return true;
   if (thread_.join_for(timeout)) return true;
-  thread_ = pal::managed_thread{};  // detaches; the owner reports the thread as not joined
+  thread_.detach();  // with its launch state (see launch()); the owner reports it as not joined
   return false;
 }
 

@@ -131,6 +131,7 @@ class busy_threads {
       // is detached; it holds its own reference to `control`, so nothing it reads is freed.
       if (t.joinable() && !t.join_for(std::chrono::seconds(10))) {
         std::fprintf(stderr, "palrt-bench barrier: busy thread %s did not stop within 10 s\n", t.name().c_str());
+        t.detach();
       }
     }
     threads_.clear();

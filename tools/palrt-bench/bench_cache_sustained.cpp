@@ -136,8 +136,10 @@ class periodic_collector {
       stop_ = true;
     }
     wake_.notify_all();
-    if (!thread_.join_for(std::chrono::seconds(10)))
+    if (!thread_.join_for(std::chrono::seconds(10))) {
       std::fprintf(stderr, "palrt-bench cache: the collector thread did not stop within 10 s\n");
+      thread_.detach();  // it uses `this`, but the process is about to report and exit
+    }
   }
   periodic_collector(const periodic_collector&) = delete;
   periodic_collector& operator=(const periodic_collector&) = delete;

@@ -105,8 +105,10 @@ void thread_team::stop_members() noexcept {
   for (auto& t : threads_) {
     // A member finishes its current work (bounded: a slice, or a run's budget) and then sees
     // the stop. One that does not is detached; it holds its own reference to the control.
-    if (t.joinable() && !t.join_for(std::chrono::seconds(10)))
+    if (t.joinable() && !t.join_for(std::chrono::seconds(10))) {
       std::fprintf(stderr, "palrt-bench: team thread %s did not stop within 10 s\n", t.name().c_str());
+      t.detach();
+    }
   }
   threads_.clear();
 }

@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -94,26 +95,31 @@ int run(const run_settings& settings) {
   services.handles = rt->services().handle_table->counters();
 
   // Extra idle threads, through the factory like every palrt thread.
-  pal::wake_event release;
+  // Shared with the threads: one that misses its join deadline is detached and still uses it.
+  auto release = std::make_shared<pal::wake_event>();
   std::vector<pal::managed_thread> extra;
   try {
     for (int i = 0; i < settings.extra_threads; ++i)
-      extra.push_back(pal::start_thread({"palrt-idle-" + std::to_string(i), 0}, [&release] {
-        release.wait();
-        release.set();  // pass the wake-up on to the next idle thread
+      extra.push_back(pal::start_thread({"palrt-idle-" + std::to_string(i), 0}, [release] {
+        release->wait();
+        release->set();  // pass the wake-up on to the next idle thread
       }));
   } catch (const std::system_error& e) {
     std::fprintf(stderr, "%s: extra thread %zu: %s\n", tool, extra.size(), tools::one_line(e.what()).c_str());
-    release.set();
+    release->set();
     for (auto& t : extra) t.join();
     rt->shutdown();
     return 1;
   }
 
   const std::int64_t t0 = palrt_monotonic_ns();
-  release.set();
+  release->set();
   bool clean = true;
-  for (auto& t : extra) clean = t.join_for(opts.stop_timeout) && clean;
+  for (auto& t : extra) {
+    if (t.join_for(opts.stop_timeout)) continue;
+    clean = false;
+    t.detach();  // reported below; it owns its share of `release`
+  }
   clean = rt->shutdown().clean() && clean;
   const std::int64_t shutdown_ns = palrt_monotonic_ns() - t0;
   services.objects = rt->services().collector->counters();

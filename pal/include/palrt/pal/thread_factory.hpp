@@ -45,13 +45,19 @@ class thread_start_error : public std::system_error {
   std::string name_;
 };
 
-// A started thread. Joining is explicit; destroying a joinable managed_thread detaches it
-// (the owner decided it could not wait any longer) and is reported by the owner, not here.
+// A started thread. Joining and detaching are explicit, as with std::thread: destroying a
+// joinable managed_thread, or assigning another over it, prints which thread it was to stderr
+// and calls std::terminate(). Not a silent detach (the thread would run on with nobody
+// answering for it), and not a join (nothing asks the thread to stop first, so a join could
+// hang the destructor for good). An owner that gives up on a thread that missed its stop
+// deadline calls detach() and reports it.
 class managed_thread {
  public:
   managed_thread() noexcept;
   managed_thread(managed_thread&&) noexcept;
+  // Terminates (see above) if *this is joinable.
   managed_thread& operator=(managed_thread&&) noexcept;
+  // Terminates (see above) if joinable.
   ~managed_thread();
 
   bool joinable() const noexcept;
@@ -61,6 +67,9 @@ class managed_thread {
   bool join_for(std::chrono::nanoseconds timeout);
   // Waits without bound; does nothing if not joinable. Not from the thread itself.
   void join();
+  // Lets the thread run on by itself; it is no longer joinable. What it uses must outlive it
+  // (give it shared ownership). Does nothing if not joinable.
+  void detach() noexcept;
   const std::string& name() const noexcept { return name_; }
 
  private:

@@ -21,7 +21,8 @@
 // invoke context (its wait word and queue node) is leased from a thread-local single-slot
 // pool (lease_slot.hpp). A nested invoke (from inside a work item, on the worker) runs the
 // queue until its item is done, with a context of its own: it allocates one, by design.
-// Measured in palrt-bench invoke (docs/BENCHMARKS.md).
+// Measured in palrt-bench invoke (docs/BENCHMARKS.md). A thread may invoke() during its exit
+// too, from a thread_local's destructor, whenever that thread_local was made.
 //
 // An invoke from the worker itself (inside a work item) does not deadlock: it runs the queue,
 // in priority order, until its own item has run. A posted item that throws is counted
@@ -61,14 +62,17 @@ class worker_state;
 struct work_node;
 }  // namespace internal
 
-// Names one posted item, for cancel(). Valid as long as its sync_manager is.
+// Names one posted item of one sync_manager, for that manager's cancel(). Valid as long as
+// its sync_manager is.
 class work_ticket {
  public:
   work_ticket() noexcept = default;  // names nothing
 
  private:
   friend class sync_manager;
-  work_ticket(internal::work_node* node, std::uint64_t id) noexcept : node_(node), id_(id) {}
+  work_ticket(const internal::worker_state* owner, internal::work_node* node, std::uint64_t id) noexcept
+      : owner_(owner), node_(node), id_(id) {}
+  const internal::worker_state* owner_ = nullptr;  // the manager that issued it
   internal::work_node* node_ = nullptr;
   std::uint64_t id_ = 0;
 };
@@ -96,7 +100,8 @@ class sync_manager {
     return post_task(priority, delay, task(std::forward<F>(fn)));
   }
   // Removes a posted item that has not started (its function is destroyed unrun): true.
-  // false if it ran, runs now, was cancelled already, or the ticket names nothing.
+  // false if it ran, runs now, was cancelled already, or the ticket names nothing; false
+  // also for a ticket another sync_manager issued, whose item that manager keeps, untouched.
   bool cancel(const work_ticket& ticket) noexcept;
 
   // Runs `fn` on the worker and waits; returns its result or rethrows its exception. Throws

@@ -9,7 +9,10 @@
 //
 // The exit status is known only for a child of this process that palrt reaped. For another
 // process (not a child, or a child reaped by someone else first) the handle still becomes
-// signalled at exit, but exit_status() says the status is unavailable.
+// signalled at exit, but exit_status() says the status is unavailable. Every handle to one
+// child, opened before palrt reaped it, through one sync_manager or several, sees its exit
+// status: they share one process object, reaped once. Once palrt has reaped a child its pid
+// names nothing (open_process throws ESRCH), as after any waitpid().
 #pragma once
 
 #include <sys/types.h>

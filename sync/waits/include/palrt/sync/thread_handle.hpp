@@ -3,7 +3,11 @@
 // thread_handle::current() is a handle to the calling thread. It becomes signalled when that
 // thread exits, so wait_one(t) joins it in the Win32 manner (and works for any thread, not
 // only those the waiter started). A thread that exits while it owns mutexes abandons them
-// (mutex.hpp).
+// (mutex.hpp). For palrt a thread exits after its thread_local destructors have run: they
+// may still wait, and acquire and release mutexes, whenever the thread_local was made. The
+// main thread's handle never becomes signalled: returning from main() or calling exit() ends
+// the process, not the thread (as ExitProcess does), and the global destructors that run then
+// may still wait as the main thread.
 //
 // queue_apc(t, fn) queues `fn` to thread t. fn runs on t, and only while t is inside an
 // alertable wait or sleep (wait.hpp, alertable::yes): never in the middle of other code, so
@@ -27,8 +31,9 @@ class thread_handle : public handle {
  public:
   thread_handle() noexcept = default;  // closed
 
-  // A handle to the calling thread. Throws std::bad_alloc only (the thread's record is made
-  // on its first use of palrt's waits).
+  // A handle to the calling thread. Throws std::bad_alloc (the thread's record is made on its
+  // first use of palrt's waits), or, on the first use in the process, sync_error(EAGAIN) if
+  // the process has no pthread key left for the records (wait.hpp).
   static thread_handle current();
 
   // The kernel's thread id. Throws sync_error(EBADF) on a closed handle.

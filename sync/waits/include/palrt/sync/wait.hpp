@@ -28,9 +28,15 @@
 // (the work queue) do not use it. A wake-up across CPUs costs what the kernel charges for
 // one (~27 us on the 2-vCPU VMs of docs/BENCHMARKS.md, wait_any over 64 events included).
 //
+// Where: a wait works wherever the thread runs code, its exit included: a thread_local's
+// destructor may wait whenever the thread_local was made, and so may, on the main thread, a
+// global object's destructor after main() returned (thread_handle.hpp).
+//
 // Failure: every wait throws sync_error (handle.hpp) for bad input, having waited for
 // nothing and acquired nothing: EINVAL for no handles, duplicates in wait_all or a negative
 // timeout; E2BIG for more than max_wait_handles; EBADF for a closed handle (naming its index).
+// A thread's first wait may throw std::bad_alloc (its record); the first in the process
+// sync_error(EAGAIN) if no pthread key is left for the records (PTHREAD_KEYS_MAX used up).
 #pragma once
 
 #include <chrono>

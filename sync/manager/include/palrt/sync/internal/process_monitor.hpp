@@ -5,7 +5,8 @@
 // epoll and eventfd descriptors are made on the first watch(), so a runtime that never opens
 // a process handle has none. A registration holds its process object until the process exits
 // (so palrt reaps it even if every handle was closed before), then the worker reaps it,
-// signals it and drops the registration.
+// signals it and drops the registration. A process watched twice (two handles to one child
+// share one object) is registered once.
 #pragma once
 
 #include <time.h>

@@ -1,11 +1,14 @@
 // palrt's record of one thread: the waitable thread object (signalled at exit), the futex
 // word its waits sleep on, its APC queue and the mutexes it owns.
 //
-// Made on the thread's first use of the waits and owned by a thread_local holder plus any
-// thread handles. The holder's destructor runs when the thread exits (for every thread,
-// however it was started): under objects_lock() it marks the record exited, abandons the
-// mutexes it owns and satisfies the record's waiters; the APCs still queued are destroyed
-// after the lock is released (they may hold anything).
+// Made on the thread's first use of the waits and owned by the thread (through a pthread key)
+// plus any thread handles. The key's destructor is the thread's exit (for every thread but
+// the main one, however it was started), and runs after all of the thread's thread_local
+// destructors, which may still wait, acquire and release (thread_record.cpp says why): under
+// objects_lock() it marks the record exited, abandons the mutexes it owns and satisfies the
+// record's waiters; the APCs still queued are destroyed after the lock is released (they may
+// hold anything). The main thread's record is never exited: it serves the global destructors
+// that run after main() returns, until the process ends.
 #pragma once
 
 #include <sys/types.h>
@@ -49,7 +52,10 @@ class thread_record final : public waitable_object {
   const pid_t tid_;
 };
 
-// The calling thread's record (made on first use; throws std::bad_alloc only).
+// The calling thread's record, made on first use, also during the thread's exit (from a
+// thread_local's or a global's destructor). Throws std::bad_alloc; and sync_error with the
+// errno of pthread_key_create (EAGAIN: the process has no key left) on the first use in the
+// process, if it cannot make the key the records need.
 thread_record& current_thread_record();
 std::shared_ptr<thread_record> current_thread_record_shared();
 
