@@ -54,6 +54,17 @@
 // thread's included. Lifetime: the cache may be destroyed while wrappers it made are alive
 // (their records then remove nothing); it must not be destroyed while another thread uses it.
 // Its collector must outlive it, and every wrapper must belong to that collector.
+//
+// After fork() (palrt/pal/fork.hpp): in a child, a cache made before fork() is the parent's,
+// and another thread may have held one of its locks at fork(). What takes no lock works on
+// the child's copy: find() and try_get() (hits and misses of the palrt design; the benchmark
+// designs, whose lookups lock, miss), try_get_outbound() answered by a wrapper_object field,
+// dispatch() for the types it has views of. What would take a lock fails at once:
+// get_or_create (before calling the factory), get_or_create_outbound, a try_get_outbound
+// that needs the side table and counters() throw pal::forked_child_error; remove() returns
+// false. Destroying it returns at once and keeps its state allocated. Making a cache for a
+// collector of the parent throws pal::forked_child_error; a cache made in the child, for a
+// collector of the child, works.
 #pragma once
 
 #include <cstddef>
