@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 
 #include "palrt/pal/internal/barrier_strategies.hpp"
@@ -44,7 +45,7 @@ class mprotect_barrier final : public barrier_instance {
   int toggle() noexcept {
     // One toggle at a time: two interleaved toggles could leave the page writable when the
     // second thread's PROT_NONE ran first, and then the first would shoot down nothing.
-    std::lock_guard lock(mutex_);
+    std::lock_guard lock(toggle_lock);
     if (::mprotect(page_, size_, PROT_READ | PROT_WRITE) != 0) return errno;
     // The write makes the page present and dirty so the next mprotect has a TLB entry to
     // invalidate (an untouched page may need no shootdown). Atomic so the compiler keeps it.
@@ -53,10 +54,16 @@ class mprotect_barrier final : public barrier_instance {
     return 0;
   }
 
+  // One lock for every instance (the process's, and the diagnostics' own): it is held across
+  // fork() (process_barrier.cpp registers it), so that a child never inherits it held by a
+  // flushing thread it does not have. Instances other than the process's exist only in tools
+  // and tests, where serialising their toggles with the process's costs nothing that matters.
+  // Constant-initialised and never destroyed: any thread may flush during exit.
+  static constinit inline std::mutex toggle_lock;
+
  private:
   void* page_;
   std::size_t size_;
-  std::mutex mutex_;
 };
 
 }  // namespace
@@ -83,6 +90,13 @@ std::unique_ptr<barrier_instance> make_mprotect_barrier(bool automatic) {
   if (int err = barrier->toggle())
     throw barrier_error(err, std::generic_category(), "mprotect barrier: mprotect helper page");
   return barrier;
+}
+
+std::mutex& mprotect_toggle_lock() noexcept { return mprotect_barrier::toggle_lock; }
+
+std::unique_lock<std::mutex> process_barrier_access::hold_flush_lock(barrier_instance& barrier) {
+  if (!dynamic_cast<mprotect_barrier*>(&barrier)) throw std::invalid_argument("hold_flush_lock: not an mprotect barrier");
+  return std::unique_lock(mprotect_barrier::toggle_lock);
 }
 
 }  // namespace palrt::pal::internal

@@ -36,8 +36,9 @@
 //   another round for the threads no round of this flush has covered yet. (A thread that
 //   exits in the instant between the walk reaching it and its entry being written cuts the
 //   listing short without that trace; that window is not covered.)
-// - fork() waits for a round in progress (pthread_atfork takes round_mutex), so a child
-//   never starts with the lock held by a thread it does not have.
+// - fork() waits for a round in progress (palrt's fork handlers take round_mutex, see
+//   internal/fork_generation.hpp), so a child never starts with the lock held by a thread it
+//   does not have, nor with a half-armed round.
 // - tgkill fails with EAGAIN when the user's queue of pending signals is full
 //   (RLIMIT_SIGPENDING; the barrier signal is a real-time one, so it is queued): no signal
 //   was sent, so the target is sent it again while the flusher waits.
@@ -398,6 +399,8 @@ class signal_barrier final : public barrier_instance {
 
 }  // namespace
 
+std::mutex& signal_round_lock() { return state().round_mutex; }
+
 std::unique_ptr<barrier_instance> make_signal_barrier() {
   round_state& s = state();
   std::lock_guard lock(s.round_mutex);
@@ -422,18 +425,6 @@ std::unique_ptr<barrier_instance> make_signal_barrier() {
     sigemptyset(&sa.sa_mask);
     if (::sigaction(sig, &sa, nullptr) != 0)
       throw barrier_error(errno, std::generic_category(), "signal barrier: sigaction");
-    // fork() waits for a round in progress, so that a child never inherits round_mutex held
-    // by a thread it does not have (its first flush would wait forever) nor a half-armed
-    // round. The cost is an uncontended lock and unlock per fork, next to fork's ~100 us.
-    // Registered once per process (a child inherits the registration).
-    static const bool atfork_registered = [] {
-      return ::pthread_atfork([] { state().round_mutex.lock(); }, [] { state().round_mutex.unlock(); },
-                              [] { state().round_mutex.unlock(); }) == 0;
-    }();
-    if (!atfork_registered) {
-      ::sigaction(sig, &old, nullptr);
-      throw barrier_error(ENOMEM, std::generic_category(), "signal barrier: pthread_atfork");
-    }
   }
   // On every call, not only the first: a fork()ed child making an instance of its own
   // reopens here, and is refused here rather than at its first flush.

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "palrt/pal/internal/barrier_strategies.hpp"
+#include "palrt/pal/internal/fork_generation.hpp"
 #include "palrt/core/membarrier_registration.h"
 #include "palrt/core/thread_census.h"
 
@@ -22,8 +23,9 @@ namespace {
 
 using internal::barrier_instance;
 
-// Both are written once under init_mutex; `active` is then only read.
-std::mutex init_mutex;
+// Both are written once under init_mutex; `active` is then only read. Constant-initialised,
+// so that initialisation works from any static initialiser; held across fork() (below).
+constinit std::mutex init_mutex;
 process_barrier_state state;
 // acquire/release: a thread that sees the instance also sees `state`, written before it.
 std::atomic<barrier_instance*> active{nullptr};
@@ -45,6 +47,20 @@ std::unique_ptr<barrier_instance> make(barrier_strategy s, bool automatic) {
     case barrier_strategy::signal: return internal::make_signal_barrier();
   }
   throw barrier_error(EINVAL, std::generic_category(), "unknown barrier strategy");
+}
+
+// fork() waits for an initialisation, an mprotect toggle or a signal round in progress, so
+// that a child never inherits their locks held by a thread it does not have (its first flush
+// would wait forever). Registered before any of them is first taken, with no lock held
+// (fork_generation.hpp); the strategies' locks are taken under init_mutex, so they rank after it.
+void hold_barrier_locks_across_fork() {
+  static const bool held = [] {
+    internal::hold_across_fork(init_mutex, internal::fork_lock_rank::barrier_setup);
+    internal::hold_across_fork(internal::mprotect_toggle_lock(), internal::fork_lock_rank::barrier_flush);
+    internal::hold_across_fork(internal::signal_round_lock(), internal::fork_lock_rank::barrier_flush);
+    return true;
+  }();
+  (void)held;
 }
 
 void register_membarrier(process_barrier_state& st, registration_census census) {
@@ -86,6 +102,7 @@ namespace {
 
 // `on_first_use`: called by the first flush, not by the host (the state says so).
 const process_barrier_state& initialize(registration_mode mode, registration_census census, bool on_first_use) {
+  hold_barrier_locks_across_fork();
   std::lock_guard lock(init_mutex);
   if (active.load(std::memory_order_relaxed)) return state;
 
@@ -176,6 +193,7 @@ double measure_flush_cost_ns(int flushes_per_round) {
 namespace internal {
 
 std::unique_ptr<barrier_instance> process_barrier_access::make_instance(barrier_strategy s) {
+  hold_barrier_locks_across_fork();
   if (s == barrier_strategy::membarrier) return make_membarrier_barrier(/*registered=*/false);
   return make(s, /*automatic=*/false);
 }

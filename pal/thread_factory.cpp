@@ -9,6 +9,7 @@
 #include <cstring>
 #include <exception>
 
+#include "palrt/pal/internal/fork_generation.hpp"
 #include "palrt/pal/internal/thread_factory_access.hpp"
 #include "palrt/pal/process_barrier.hpp"
 #include "palrt/pal/wake_event.hpp"
@@ -62,6 +63,8 @@ struct managed_thread::impl {
   // Set by the thread as the very last thing it does, so join_for can wait with a timeout
   // without Boost.Chrono. Shared: a detached thread may outlive its managed_thread.
   std::shared_ptr<wake_event> finished = std::make_shared<wake_event>();
+  // The process the thread runs in: in a child forked since, it does not exist.
+  internal::fork_stamp started;
 };
 
 namespace {
@@ -75,22 +78,40 @@ namespace {
 
 }  // namespace
 
+// Lets go of a thread handle about to be lost: a thread of the parent, in a fork()ed child,
+// is neither joined nor detached: glibc has put its thread record in the child's cache of
+// free stacks, for the child's next pthread_create(), and pthread_join() or pthread_detach()
+// on it would act on that new thread. The handle is kept instead, untouched, until the child
+// exits. A joinable thread of this process is fatal (thread_factory.hpp).
+void managed_thread::let_go(std::unique_ptr<impl>& handle, const std::string& name, const char* what) noexcept {
+  if (!handle) return;
+  if (handle->started.forked()) {
+    try {
+      internal::keep_until_exit(std::shared_ptr<impl>(std::move(handle)));
+    } catch (...) {
+      (void)handle.release();  // no memory for the control block: lose it rather than touch it
+    }
+    return;
+  }
+  if (handle->thread.joinable()) terminate_joinable(name, what);
+}
+
 managed_thread::managed_thread() noexcept = default;
 managed_thread::managed_thread(managed_thread&&) noexcept = default;
 managed_thread& managed_thread::operator=(managed_thread&& other) noexcept {
   if (this != &other) {
-    if (joinable()) terminate_joinable(name_, "assigned over");
+    let_go(impl_, name_, "assigned over");
     impl_ = std::move(other.impl_);
     name_ = std::move(other.name_);
   }
   return *this;
 }
 
-managed_thread::~managed_thread() {
-  if (joinable()) terminate_joinable(name_, "destroyed");
-}
+managed_thread::~managed_thread() { let_go(impl_, name_, "destroyed"); }
 
-bool managed_thread::joinable() const noexcept { return impl_ && impl_->thread.joinable(); }
+bool managed_thread::joinable() const noexcept {
+  return impl_ && !impl_->started.forked() && impl_->thread.joinable();
+}
 
 bool managed_thread::join_for(std::chrono::nanoseconds timeout) {
   if (!joinable()) return true;

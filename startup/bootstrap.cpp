@@ -5,6 +5,7 @@
 #include <cstring>  // strerrorname_np
 
 #include "palrt/core/clock.h"
+#include "palrt/pal/internal/fork_generation.hpp"
 #include "palrt/pal/thread_factory.hpp"
 #include "palrt/startup/internal/phase.hpp"
 
@@ -13,10 +14,29 @@ namespace {
 
 using internal::phase;
 
-// Whether a runtime is alive and not shut down: at most one at a time, because the service
-// threads and the thread factory's registration policy are process-wide. seq_cst: a plain
-// claim/release flag, never on a hot path.
-std::atomic<bool> runtime_alive{false};
+// Which runtime is alive and not shut down: at most one at a time, because the service
+// threads and the thread factory's registration policy are process-wide. It holds the fork
+// generation the runtime started in, plus one, or 0 for none. A slot claimed in an earlier
+// generation is a parent's runtime seen from a fork()ed child: free there. seq_cst: a plain
+// claim/release word, never on a hot path.
+std::atomic<std::uint64_t> runtime_slot{0};
+
+bool claim_process_slot(std::uint64_t generation) noexcept {
+  const std::uint64_t mine = generation + 1;
+  std::uint64_t seen = runtime_slot.load();
+  do {
+    if (seen == mine) return false;  // generations only grow: anything else is a parent's
+  } while (!runtime_slot.compare_exchange_weak(seen, mine));
+  return true;
+}
+
+void release_process_slot(std::uint64_t generation) noexcept {
+  std::uint64_t mine = generation + 1;
+  runtime_slot.compare_exchange_strong(mine, 0);
+}
+
+// What shutdown() of a parent's runtime returns in a fork()ed child.
+const shutdown_report forked_child_shutdown{0, {}, true};
 
 pal::registration_policy policy_for(ordering o) {
   switch (o) {
@@ -60,27 +80,36 @@ runtime::~runtime() {
 }
 
 const shutdown_report& runtime::shutdown() {
+  if (fork_generation_ != pal::internal::fork_stamp::now()) {
+    // A fork()ed child: the parent's threads are not here to stop, and its locks may be held
+    // for good (the once flag's among them, if the parent was shutting down at fork()).
+    // acquire: pairs with the release below (the report of a shutdown done before fork()).
+    return shut_down_.load(std::memory_order_acquire) ? shutdown_report_ : forked_child_shutdown;
+  }
   // call_once: concurrent callers wait for the one doing the work and then read its report.
   std::call_once(shutdown_once_, [this] {
     const std::int64_t t0 = palrt_monotonic_ns();
     shutdown_report_.not_joined = stop_phases(phases_, phases_.size(), services_, options_.stop_timeout);
     shutdown_report_.duration_ns = palrt_monotonic_ns() - t0;
-    if (holds_process_slot_) runtime_alive.store(false);
+    shut_down_.store(true, std::memory_order_release);
+    if (holds_process_slot_) release_process_slot(fork_generation_);
   });
   return shutdown_report_;
 }
 
 std::unique_ptr<runtime> bootstrap(const options& opts) {
-  if (bool expected = false; !runtime_alive.compare_exchange_strong(expected, true))
+  const std::uint64_t generation = pal::internal::fork_stamp::now();
+  if (!claim_process_slot(generation))
     throw startup_error("bootstrap", std::make_error_code(std::errc::device_or_resource_busy),
                         "palrt startup: another runtime is alive in this process; shut it down first [EBUSY]");
   std::unique_ptr<runtime> rt;
   try {
     rt.reset(new runtime(opts));  // private constructor: no make_unique
   } catch (...) {
-    runtime_alive.store(false);
+    release_process_slot(generation);
     throw;
   }
+  rt->fork_generation_ = generation;
   rt->holds_process_slot_ = true;  // from here on, shutdown() gives the slot back
   pal::set_registration_policy(policy_for(opts.order));
   auto& phases = rt->phases_;
@@ -91,7 +120,8 @@ std::unique_ptr<runtime> bootstrap(const options& opts) {
   auto unwind = [&](std::size_t failed, std::size_t started) {
     stop_phases(phases, started, rt->services_, opts.stop_timeout);
     std::call_once(rt->shutdown_once_, [] {});
-    runtime_alive.store(false);
+    rt->shut_down_.store(true, std::memory_order_release);
+    release_process_slot(generation);
     try {
       throw;
     } catch (const std::system_error& e) {

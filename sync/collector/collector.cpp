@@ -18,6 +18,7 @@
 #include <string>
 #include <thread>
 
+#include "palrt/pal/fork.hpp"
 #include "palrt/sync/internal/collector_state.hpp"
 #include "palrt/sync/internal/grace_period.hpp"
 
@@ -66,7 +67,11 @@ void collector_state::append(chain_ref& c, object* o) noexcept {
 // threads during exit), so leak checkers see them, and what hangs off them, as kept.
 void keep_orphaned(std::shared_ptr<collector_state> state) {
   static auto* const orphans = new std::vector<std::shared_ptr<collector_state>>;
-  static std::mutex lock;
+  static std::mutex& lock = *[] {
+    auto* m = new std::mutex;  // never destroyed; fork() holds it (a child may orphan too)
+    pal::internal::hold_across_fork(*m, pal::internal::fork_lock_rank::leaf);
+    return m;
+  }();
   std::lock_guard guard(lock);
   orphans->push_back(std::move(state));
 }
@@ -115,6 +120,12 @@ std::size_t reclaim(collector_state& c) {
 // other collection is running (allocation never waits for a collection).
 collection_report run_collection(collector_state& c, bool wait) {
   collection_report report;
+  // A fork()ed child: the lock may be held for good, and the finalizer is gone. The automatic
+  // collections just do not happen there (an allocation never waits for one anyway).
+  if (c.made.forked()) {
+    if (wait) throw pal::forked_child_error("collector::collect");
+    return report;
+  }
   if (collecting == &c) return report;  // from a destructor this collection runs
   std::unique_lock lock(c.collect_lock, std::defer_lock);
   if (wait)
@@ -395,6 +406,12 @@ collector::collector(handle_table& table, collector_options options)
 
 collector::~collector() {
   internal::collector_state& c = *state_;
+  if (c.made.forked()) {
+    // A fork()ed child: collecting would take locks that may be held for good. Objects the
+    // child still holds, or drops later, keep pushing onto this state: it stays.
+    internal::keep_orphaned(state_);
+    return;
+  }
   // Queued for a finalizer that no longer runs: they go as if finalized. Also those that the
   // collections below queue (finalizable objects that a destructor or a cleared dependent
   // handle leaves dead), so this repeats with each round.
@@ -440,6 +457,7 @@ collection_report collector::collect() {
 
 bool collector::synchronize(std::chrono::nanoseconds timeout) {
   internal::collector_state& c = *state_;
+  if (c.made.forked()) throw pal::forked_child_error("collector::synchronize");
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (int attempt = 0;; ++attempt) {
     {

@@ -30,8 +30,13 @@
 //     store was not yet visible while R's loads already ran. After B' returns, every other
 //     thread has executed a full barrier, so B is visible to our scan or R's loads come after.
 //   - R's record reads e <= t: R may hold a pointer into the batch; it waits.
+#include <pthread.h>
+
 #include <algorithm>
 #include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <cstdint>
 #include <cstdio>
 
@@ -89,9 +94,38 @@ struct reader_release {
   }
 };
 
+// fork(): the child has one thread, the one that forked. The records of the parent's other
+// threads still say what those threads were doing, and one that was inside a section would
+// hold every grace period of the child back for good (nobody will ever close it). In the
+// child they are handed back (outside any section, free for the child's threads to claim);
+// the forking thread keeps its own. relaxed: this runs on the child's only thread, before it
+// can start another (thread creation publishes these stores to the new thread), and no
+// reclaimer runs meanwhile.
+void release_other_threads_records() noexcept {
+  for (reader_record* r = all_readers.load(std::memory_order_relaxed); r; r = r->next) {
+    if (r == current_reader) continue;
+    r->epoch.store(0, std::memory_order_relaxed);
+    r->depth = 0;
+    r->in_use.store(false, std::memory_order_relaxed);
+  }
+}
+
+// Before the first record exists.
+void release_records_in_fork_child() {
+  static const bool installed = [] {
+    if (int err = ::pthread_atfork(nullptr, nullptr, &release_other_threads_records)) {
+      std::fprintf(stderr, "palrt: read sections: pthread_atfork: %s\n", std::strerror(err));
+      std::abort();  // a fork()ed child's grace periods could wait forever instead
+    }
+    return true;
+  }();
+  (void)installed;
+}
+
 }  // namespace
 
 reader_record* register_current_reader() {
+  release_records_in_fork_child();
   if (!reader_exited) {
     static thread_local reader_release release_at_exit;  // registers the exit hook first
     (void)release_at_exit;

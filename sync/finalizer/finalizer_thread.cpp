@@ -7,6 +7,8 @@
 #include <cstdio>
 
 #include "palrt/core/clock.h"
+#include "palrt/pal/fork.hpp"
+#include "palrt/pal/internal/fork_generation.hpp"
 #include "palrt/sync/internal/collector_state.hpp"
 
 namespace palrt::sync {
@@ -22,6 +24,9 @@ struct finalizer_shared {
   }
   const std::shared_ptr<collector_state> collector;
   finalizer_options options;
+  // In a fork()ed child the thread is its parent's and does not exist: every entry point
+  // returns at once there, before it takes a lock (finalizer_thread.hpp, "After fork()").
+  const pal::internal::fork_stamp made;
   // relaxed, all: counters for reports; nothing is ordered by them.
   std::atomic<std::uint64_t> finalized{0};
   std::atomic<std::uint64_t> exceptions{0};
@@ -121,8 +126,16 @@ namespace {
 void wake_finalizer(void* thread) { static_cast<service_thread*>(thread)->wake(); }
 }  // namespace
 
+namespace {
+std::shared_ptr<internal::collector_state> collector_of_this_process(collector& c) {
+  std::shared_ptr<internal::collector_state> state = internal::collector_access::state(c);
+  if (state->made.forked()) throw pal::forked_child_error("finalizer_thread: the collector");
+  return state;
+}
+}  // namespace
+
 finalizer_thread::finalizer_thread(collector& c, finalizer_options options)
-    : shared_(std::make_shared<internal::finalizer_shared>(internal::collector_access::state(c), std::move(options))),
+    : shared_(std::make_shared<internal::finalizer_shared>(collector_of_this_process(c), std::move(options))),
       thread_("palrt-finalizer",
               [shared = shared_](const std::atomic<bool>& stop) { shared->drain(stop); }) {}
 
@@ -134,6 +147,7 @@ void finalizer_thread::start() {
 }
 
 void finalizer_thread::launch() {
+  if (shared_->made.forked()) throw pal::forked_child_error("finalizer_thread::start");
   std::lock_guard lock(lifecycle_mutex_);
   if (thread_.started()) return;
   thread_.launch();
@@ -145,16 +159,19 @@ void finalizer_thread::launch() {
 }
 
 void finalizer_thread::wait_until_running() {
+  if (shared_->made.forked()) return;
   std::lock_guard lock(lifecycle_mutex_);
   thread_.wait_until_running();
 }
 
 void finalizer_thread::signal_work() noexcept {
+  if (shared_->made.forked()) return;
   std::lock_guard lock(lifecycle_mutex_);
   thread_.wake();
 }
 
 pending_finalizers finalizer_thread::wait_for_pending_finalizers(std::chrono::nanoseconds timeout) {
+  if (shared_->made.forked()) return pending_finalizers::not_running;
   if (internal::current_finalizer == shared_.get()) return pending_finalizers::finalized;
   internal::finalization_queue& queue = shared_->collector->finalization;
   {
@@ -180,12 +197,14 @@ pending_finalizers finalizer_thread::wait_for_pending_finalizers(std::chrono::na
 }
 
 void finalizer_thread::request_stop() noexcept {
+  if (shared_->made.forked()) return;
   std::lock_guard lock(lifecycle_mutex_);
   shared_->collector->finalization.clear_consumer();
   thread_.request_stop();
 }
 
 bool finalizer_thread::stop(std::chrono::nanoseconds timeout) {
+  if (shared_->made.forked()) return true;  // no thread of it in this process
   std::lock_guard lock(lifecycle_mutex_);
   internal::finalization_queue& queue = shared_->collector->finalization;
   queue.clear_consumer();
@@ -206,7 +225,12 @@ finalizer_counters finalizer_thread::counters() const {
   c.longest_finalizer_ns = s.longest_ns.load(std::memory_order_relaxed);
   const std::int64_t since = s.running_since_ns.load(std::memory_order_relaxed);
   c.running_finalizer_ns = since ? std::max<std::int64_t>(0, palrt_monotonic_ns() - since) : 0;
-  std::lock_guard lock(s.exception_lock);
+  // In a fork()ed child the lock may be held for good: last_exception only if it is free.
+  std::unique_lock lock(s.exception_lock, std::defer_lock);
+  if (!s.made.forked())
+    lock.lock();
+  else if (!lock.try_lock())
+    return c;
   c.last_exception = s.last_exception;
   return c;
 }

@@ -26,8 +26,14 @@ struct table_registry {
 };
 
 // Never destroyed: threads may exit, and return their slots, after static destructors ran.
+// Its lock is held across fork(), so that a child making or destroying tables never finds it
+// held by a thread it does not have.
 table_registry& registry() {
-  static table_registry* instance = new table_registry;
+  static table_registry* instance = [] {
+    auto* r = new table_registry;
+    pal::internal::hold_across_fork(r->lock, pal::internal::fork_lock_rank::leaf);
+    return r;
+  }();
   return *instance;
 }
 

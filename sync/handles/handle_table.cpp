@@ -25,6 +25,7 @@
 #include <stdexcept>
 
 #include "palrt/sync/internal/handle_block.hpp"
+#include "palrt/pal/fork.hpp"
 #include "palrt/sync/internal/handle_table_access.hpp"
 
 #if !defined(NDEBUG) || defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -165,6 +166,8 @@ void claim_from(handle_block* block, handle_cache& cache, std::uint32_t want) no
 // has any. Throws handle_allocation_error only when it found no slot at all.
 void refill(internal::handle_table_state& state, const handle_table* owner, handle_kind kind,
             handle_cache& cache) {
+  // The one place that takes a kind's lock, which in a fork()ed child may be held for good.
+  if (state.made.forked()) throw pal::forked_child_error("handle_table::allocate");
   handle_kind_state& k = state.kinds[static_cast<std::size_t>(kind)];
   std::lock_guard lock(k.lock);
   const std::uint32_t want = std::min<std::uint32_t>(handle_cache::batch, handle_cache::capacity - cache.count);
@@ -238,7 +241,11 @@ handle_table::~handle_table() {
     // Kept for the life of the process, reachable from a global (so leak checkers see it
     // as kept, not lost): those handles must stay valid memory.
     static auto* const orphans = new std::vector<std::unique_ptr<internal::handle_table_state>>;
-    static std::mutex lock;
+    static std::mutex& lock = *[] {
+      auto* m = new std::mutex;  // never destroyed; fork() holds it (a child may orphan too)
+      pal::internal::hold_across_fork(*m, pal::internal::fork_lock_rank::leaf);
+      return m;
+    }();
     std::lock_guard guard(lock);
     orphans->push_back(std::move(state_));
     return;
@@ -275,7 +282,8 @@ void handle_table::release_collector(const void* owner) noexcept {
   const auto address = reinterpret_cast<std::uintptr_t>(h.slot_);
   handle_block* block = handle_block::of(h.slot_);
   if (address % alignof(std::atomic<void*>) != 0) misuse(operation, h.slot_, "not a handle of this table (misaligned)");
-  if (PALRT_HANDLE_CHECKS) {
+  // Not in a fork()ed child (the lock may be held for good there): the checks below remain.
+  if (PALRT_HANDLE_CHECKS && !state_->made.forked()) {
     std::lock_guard lock(state_->all_blocks_lock);
     if (!std::binary_search(state_->all_blocks.begin(), state_->all_blocks.end(), block))
       misuse(operation, h.slot_, "not a handle of this table");
@@ -472,5 +480,9 @@ std::size_t handle_table_access::cached_free_slots(const handle_table& table, ha
 }
 
 std::size_t handle_table_access::slots_per_block() noexcept { return handle_block_slots; }
+
+std::unique_lock<std::mutex> handle_table_access::hold_kind_lock(handle_table& table, handle_kind kind) {
+  return std::unique_lock(table.state_->kinds[static_cast<std::size_t>(kind)].lock);
+}
 
 }  // namespace palrt::sync::internal

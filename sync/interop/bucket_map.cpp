@@ -52,6 +52,7 @@
 #include <new>
 
 #include "palrt/interop/internal/bucket_hash.hpp"
+#include "palrt/interop/internal/cache_state.hpp"
 #include "palrt/sync/internal/grace_period.hpp"
 #include "palrt/sync/read_section.hpp"
 
@@ -288,6 +289,13 @@ map_counters bucket_map::counters() const {
   std::lock_guard<std::mutex> guard(retired_lock_);
   c.retired_tables = retired_count_;
   return c;
+}
+
+std::unique_lock<std::mutex> identity_cache_access::hold_bucket_lock(identity_cache& c, const void* identity) {
+  auto* buckets = dynamic_cast<bucket_map*>(c.state_->map.get());
+  if (!buckets) throw std::invalid_argument("hold_bucket_lock: not the palrt design");
+  const std::size_t b = bucket_of(fibonacci_hash(identity), buckets->bucket_bits_);
+  return std::unique_lock(buckets->writers_[b].lock);
 }
 
 }  // namespace palrt::interop::internal

@@ -26,6 +26,7 @@
 
 #include "palrt/interop/dispatch_tables.hpp"
 #include "palrt/interop/internal/dispatch_cache_state.hpp"
+#include "palrt/pal/fork.hpp"
 
 namespace palrt::interop {
 
@@ -72,6 +73,11 @@ const exposed_interfaces& dispatch_cache::interfaces_for_slow(const type_descrip
   // relaxed: a hint only; the claim below decides, under the lock, by compare-exchange.
   const bool l1_free = l1.l1_owner.load(std::memory_order_relaxed) == 0;
   if (view && !l1_free) return *view;  // another instance holds the L1: the map is our L1
+  if (s.made.forked()) {
+    // A fork()ed child: what follows takes `writer`. The views this instance kept still serve.
+    if (view) return *view;
+    throw pal::forked_child_error("dispatch_cache::interfaces_for");
+  }
 
   std::unique_ptr<exposed_interfaces> built;
   if (!view) {

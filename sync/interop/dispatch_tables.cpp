@@ -23,6 +23,7 @@
 
 #include "palrt/interop/internal/dispatch_cache_state.hpp"
 #include "palrt/interop/internal/dispatch_tables_access.hpp"
+#include "palrt/pal/internal/fork_generation.hpp"
 
 namespace palrt::interop {
 
@@ -39,7 +40,12 @@ struct table_registry {
 };
 
 table_registry& registry() {
-  static auto* const tables = new table_registry;
+  static auto* const tables = [] {
+    auto* r = new table_registry;
+    // fork() holds `build`: a child building a table never finds it held by a thread it lacks.
+    pal::internal::hold_across_fork(r->build, pal::internal::fork_lock_rank::leaf);
+    return r;
+  }();
   return *tables;
 }
 

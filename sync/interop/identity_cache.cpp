@@ -12,6 +12,8 @@
 #include "palrt/interop/internal/cache_state.hpp"
 #include "palrt/interop/internal/locked_maps.hpp"
 #include "palrt/pal/cpu.hpp"
+#include "palrt/pal/fork.hpp"
+#include "palrt/sync/internal/collector_state.hpp"
 #include "palrt/sync/read_section.hpp"
 
 namespace palrt::interop {
@@ -50,6 +52,18 @@ bool is_reserved(const void* identity) noexcept { return detail::is_reserved_key
                 "has that address");
 }
 
+// Every call that would take one of the cache's locks starts here: in a fork()ed child they
+// may be held for good by a thread the child does not have.
+void refuse_in_forked_child(const cache_state& s, const char* operation) {
+  if (s.made.forked()) throw pal::forked_child_error(std::string("identity_cache::") + operation);
+}
+
+sync::collector& collector_of_this_process(sync::collector& c) {
+  if (sync::internal::collector_access::state(c)->made.forked())
+    throw pal::forked_child_error("identity_cache: the collector");
+  return c;
+}
+
 }  // namespace
 
 cache_state::cache_state(sync::collector& c, const cache_options& o, std::uint64_t cache_id)
@@ -59,13 +73,18 @@ cache_state::cache_state(sync::collector& c, const cache_options& o, std::uint64
 
 identity_cache::identity_cache(sync::collector& collector, cache_options options)
     : id_(internal::next_cache_id()),
-      state_(std::make_shared<internal::cache_state>(collector, options, id_)),
+      state_(std::make_shared<internal::cache_state>(internal::collector_of_this_process(collector), options, id_)),
       dispatch_(options.dispatch) {
   if (auto* buckets = dynamic_cast<internal::bucket_map*>(state_->map.get())) fast_ = &buckets->view();
 }
 
 identity_cache::~identity_cache() {
   fast_ = nullptr;
+  if (state_->made.forked()) {
+    // A fork()ed child: closing the map would take its locks. The state stays, untouched.
+    pal::internal::keep_until_exit(state_);
+    return;
+  }
   state_->open.store(false, std::memory_order_relaxed);  // relaxed: on_removed is best effort here
   // Records of wrappers still alive keep state_ (and find the map closed when they retire).
   state_->map->close();
@@ -75,10 +94,13 @@ identity_cache::~identity_cache() {
 cache_design identity_cache::design() const noexcept { return state_->options.design; }
 std::size_t identity_cache::bucket_count() const noexcept { return state_->map->bucket_count(); }
 
-sync::object* identity_cache::find_slow(const void* identity) const noexcept { return state_->map->find(identity); }
+sync::object* identity_cache::find_slow(const void* identity) const noexcept {
+  // The benchmark designs' find() locks: a miss in a fork()ed child.
+  return state_->made.forked() ? nullptr : state_->map->find(identity);
+}
 
 bool identity_cache::remove(const void* identity, sync::gc_handle handle) noexcept {
-  if (internal::is_reserved(identity) || !handle) return false;
+  if (internal::is_reserved(identity) || !handle || state_->made.forked()) return false;
   if (!state_->map->remove(identity, handle)) return false;
   state_->removed.fetch_add(1, std::memory_order_relaxed);  // relaxed: a counter
   return true;
@@ -86,6 +108,7 @@ bool identity_cache::remove(const void* identity, sync::gc_handle handle) noexce
 
 sync::ref<sync::object> identity_cache::get_or_create_erased(const void* identity, internal::factory_fn factory,
                                                              void* context) {
+  internal::refuse_in_forked_child(*state_, "get_or_create");
   if (internal::is_reserved(identity)) internal::throw_reserved("get_or_create", identity);
 
   // A miss: the factory runs with no lock held (it may call back into this cache, even for
@@ -169,6 +192,7 @@ sync::ref<sync::object> identity_cache::get_or_create_erased(const void* identit
 sync::ref<sync::object> identity_cache::get_or_create_outbound_erased(sync::object* managed, wrapper_object* slots,
                                                                       internal::factory_fn factory, void* context,
                                                                       const void* argument) {
+  internal::refuse_in_forked_child(*state_, "get_or_create_outbound");
   if (!managed) internal::throw_invalid("get_or_create_outbound", "no object");
   internal::made_wrapper made = factory(context, argument);  // no lock held
   if (!made.wrapper) internal::throw_invalid("get_or_create_outbound", "the factory returned no wrapper");
@@ -197,6 +221,7 @@ sync::ref<sync::object> identity_cache::get_or_create_outbound_erased(sync::obje
 }
 
 sync::ref<sync::object> identity_cache::try_get_outbound_erased(sync::object& managed, wrapper_object* slots) const {
+  internal::refuse_in_forked_child(*state_, "try_get_outbound");
   internal::weak_object_table& side = state_->outbound;
   if (slots && internal::wrapper_access::outbound_cache_id(*slots).load(std::memory_order_relaxed) == id_) {
     // Claimed by this cache, the value maybe not stored yet: it is, once we hold the lock.
@@ -207,6 +232,7 @@ sync::ref<sync::object> identity_cache::try_get_outbound_erased(sync::object& ma
 }
 
 cache_counters identity_cache::counters() const {
+  internal::refuse_in_forked_child(*state_, "counters");
   const internal::map_counters m = state_->map->counters();
   cache_counters c;
   c.buckets = state_->map->bucket_count();

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "palrt/core/clock.h"
+#include "palrt/pal/internal/fork_generation.hpp"
 #include "palrt/sync/internal/process_object.hpp"
 #include "palrt/sync/internal/sync_manager_access.hpp"
 #include "palrt/sync/internal/waits_access.hpp"
@@ -17,13 +18,26 @@ namespace {
 // ESHUTDOWN, which std::errc has no name for: "cannot send after transport endpoint shutdown".
 constexpr std::errc stopped_error = static_cast<std::errc>(ESHUTDOWN);
 
+// A manager made before fork(), used in the child: its worker does not exist there and its
+// locks may be held for good, so every entry point refuses before it takes one.
+[[noreturn, gnu::cold]] void refuse_in_forked_child(const char* operation) {
+  throw sync_error(stopped_error, std::string("sync_manager::") + operation +
+                                      ": used in a child after fork(); the sync manager and its worker belong to the "
+                                      "parent process (make a new one, or bootstrap() a runtime, in the child)");
+}
+
 }  // namespace
 
 sync_manager::sync_manager()
     : state_(std::make_shared<internal::worker_state>()),
       worker_("palrt-syncmgr", [state = state_](const std::atomic<bool>& stop) { state->run(stop); }) {}
 
-sync_manager::~sync_manager() { stop(); }
+sync_manager::~sync_manager() {
+  // In a fork()ed child the state may be half updated by a thread that is not there: it is
+  // kept, untouched, rather than destroyed.
+  if (state_->made.forked()) pal::internal::keep_until_exit(state_);
+  stop();
+}
 
 // --- Lifecycle -------------------------------------------------------------------------------
 
@@ -44,6 +58,7 @@ void sync_manager::start_locked() {
 }
 
 void sync_manager::ensure_worker_started() {
+  if (state_->made.forked()) refuse_in_forked_child("ensure_worker_started");
   std::lock_guard lock(start_mutex_);
   start_locked();
   worker_.wait_until_running();
@@ -52,22 +67,26 @@ void sync_manager::ensure_worker_started() {
 }
 
 void sync_manager::launch_worker() {
+  if (state_->made.forked()) refuse_in_forked_child("launch_worker");
   std::lock_guard lock(start_mutex_);
   start_locked();
   worker_ready_.store(true, std::memory_order_release);
 }
 
 void sync_manager::wait_until_worker_running() {
+  if (state_->made.forked()) return;
   std::lock_guard lock(start_mutex_);
   worker_.wait_until_running();
 }
 
 bool sync_manager::worker_started() const noexcept {
+  if (state_->made.forked()) return false;
   std::lock_guard lock(start_mutex_);
   return worker_.started();
 }
 
 void sync_manager::request_stop() noexcept {
+  if (state_->made.forked()) return;
   std::lock_guard lock(start_mutex_);
   request_stop_locked();
 }
@@ -86,6 +105,7 @@ void sync_manager::request_stop_locked() noexcept {
 }
 
 bool sync_manager::stop(std::chrono::nanoseconds timeout) {
+  if (state_->made.forked()) return true;  // no worker of it in this process
   // One critical section for both halves: a start racing the stop either comes before it
   // (and is stopped) or after it (and starts a new worker), never in between.
   std::lock_guard lock(start_mutex_);
@@ -113,6 +133,8 @@ bool sync_manager::on_worker_thread() const noexcept { return state_->on_worker(
 
 work_ticket sync_manager::post_task(work_priority priority, std::optional<std::chrono::nanoseconds> delay,
                                     task fn) {
+  // One relaxed load (fork_stamp): posting takes the queue's lock and wakes the worker anyway.
+  if (state_->made.forked()) [[unlikely]] refuse_in_forked_child(delay ? "post_after" : "post");
   if (delay && delay->count() < 0) {
     throw sync_error(std::errc::invalid_argument,
                      "sync_manager::post_after: negative delay (" + std::to_string(delay->count()) + " ns)");
@@ -154,6 +176,7 @@ work_ticket sync_manager::post_task(work_priority priority, std::optional<std::c
 }
 
 bool sync_manager::cancel(const work_ticket& ticket) noexcept {
+  if (state_->made.forked()) return false;  // the parent's manager, in a child (fork.hpp)
   internal::worker_state& s = *state_;
   // Another manager's node is guarded by that manager's queue lock, and belongs in its queue
   // and pool: never touch it here.
@@ -173,6 +196,7 @@ bool sync_manager::cancel(const work_ticket& ticket) noexcept {
 }
 
 void sync_manager::invoke_function(work_priority priority, function_ref fn) {
+  if (state_->made.forked()) [[unlikely]] refuse_in_forked_child("invoke");
   if (static_cast<std::size_t>(priority) >= work_priority_count) {
     throw sync_error(std::errc::invalid_argument, "sync_manager::invoke: no such priority " +
                                                       std::to_string(static_cast<int>(priority)));
@@ -210,6 +234,7 @@ void sync_manager::invoke_function(work_priority priority, function_ref fn) {
 // --- Processes -------------------------------------------------------------------------------
 
 process_handle sync_manager::open_process(pid_t pid) {
+  if (state_->made.forked()) refuse_in_forked_child("open_process");
   if (!worker_ready_.load(std::memory_order_acquire)) start_for_work("open_process");
   std::shared_ptr<internal::process_object> process = internal::process_object::open(pid);
   process_handle h = internal::waits_access::make_process_handle(process);

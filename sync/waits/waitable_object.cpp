@@ -1,5 +1,6 @@
 #include "palrt/sync/internal/waitable_object.hpp"
 
+#include "palrt/pal/internal/fork_generation.hpp"
 #include "palrt/pal/internal/futex.hpp"
 #include "palrt/sync/internal/thread_record.hpp"
 
@@ -7,8 +8,14 @@ namespace palrt::sync::internal {
 
 std::mutex& objects_lock() noexcept {
   // A function-local static: usable from any static initialiser or thread_local destructor
-  // that touches a waitable object, whatever the order of initialisation.
-  static std::mutex lock;
+  // that touches a waitable object, whatever the order of initialisation. Never destroyed,
+  // and held across fork(), so that a fork()ed child's waits never find it held by a thread
+  // the child does not have.
+  static std::mutex& lock = *[] {
+    auto* m = new std::mutex;
+    pal::internal::hold_across_fork(*m, pal::internal::fork_lock_rank::leaf);  // bad_alloc: terminate
+    return m;
+  }();
   return lock;
 }
 

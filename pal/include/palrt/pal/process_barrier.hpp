@@ -47,6 +47,13 @@
 // - The signal is a real-time one, so each is queued: while the user's queue is full
 //   (RLIMIT_SIGPENDING), a flush waits for room for the threads it could not signal.
 //
+// After fork() (palrt/pal/fork.hpp): the barrier is the child's, with the strategy and state
+// the parent had, and a flush reaches the child's own threads. A membarrier registration is
+// inherited: the kernel keeps it with the address space, which fork() copies and only exec
+// clears, so the child is registered without registering again (tests/test_fork.cpp checks
+// it). fork() waits for an initialisation, an mprotect toggle or a signal round in progress,
+// so a child never inherits one half done with its lock held.
+//
 // Initialisation depends on nothing else in palrt being initialised, and runs on first use
 // if nobody called initialize_process_barrier() first: then inside whatever call flushes
 // first (a collector's first grace period, an identity cache's first reclamation), whenever

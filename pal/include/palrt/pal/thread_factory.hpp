@@ -51,6 +51,12 @@ class thread_start_error : public std::system_error {
 // answering for it), and not a join (nothing asks the thread to stop first, so a join could
 // hang the destructor for good). An owner that gives up on a thread that missed its stop
 // deadline calls detach() and reports it.
+//
+// After fork() (palrt/pal/fork.hpp): in the child, a thread started in the parent does not
+// exist. Its managed_thread is not joinable there (join_for() returns true at once, join()
+// returns), and destroying it neither joins nor detaches it: it keeps the parent's thread
+// handle, untouched, until the child exits (glibc reuses the parent's thread records for the
+// child's own threads, and joining or detaching one would act on such a thread).
 class managed_thread {
  public:
   managed_thread() noexcept;
@@ -75,6 +81,7 @@ class managed_thread {
  private:
   friend managed_thread start_thread(const thread_options&, std::function<void()>);
   struct impl;
+  static void let_go(std::unique_ptr<impl>& handle, const std::string& name, const char* what) noexcept;
   std::unique_ptr<impl> impl_;
   std::string name_;
 };

@@ -18,8 +18,16 @@
 // One runtime per process at a time: bootstrap() while another runtime is alive and not shut
 // down throws startup_error (phase "bootstrap", EBUSY) and starts nothing; once that runtime
 // has shut down, a new bootstrap() may start another.
+//
+// After fork() (palrt/pal/fork.hpp): in the child, a runtime bootstrapped before fork() is
+// the parent's. It does not count as the child's runtime, so the child may bootstrap() one of
+// its own. Its shutdown() returns at once and stops nothing, since the threads it would stop
+// and join do not exist in the child: the report has forked_child set (or, if it had shut
+// down before fork(), is that shutdown's report). Destroying it returns at once too, and its
+// services fail fast as their headers say.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -101,6 +109,9 @@ struct startup_report {
 struct shutdown_report {
   std::int64_t duration_ns = 0;
   std::vector<std::string> not_joined;  // phases whose threads missed the stop timeout
+  // shutdown() ran in a child fork()ed after bootstrap(): the runtime's threads are the
+  // parent's and do not exist there, so nothing was stopped or joined (see "After fork()").
+  bool forked_child = false;
   bool clean() const noexcept { return not_joined.empty(); }
 };
 
@@ -132,7 +143,9 @@ class runtime {
   startup_report report_;
   std::once_flag shutdown_once_;
   shutdown_report shutdown_report_;
+  std::atomic<bool> shut_down_{false};  // shutdown_report_ is final (release/acquire)
   bool holds_process_slot_ = false;  // this runtime counts as the process's live runtime
+  std::uint64_t fork_generation_ = 0;  // the fork generation it started in (pal/fork.hpp)
 };
 
 // Throws startup_error. Call it from the thread that will own the runtime, before the host

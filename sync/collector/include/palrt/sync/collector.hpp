@@ -49,6 +49,15 @@
 // collector's objects must be that collector's table: the typed handles (typed_handles.hpp)
 // see to it. One collector per table: a second collector on a table that a live collector
 // sweeps is refused (std::logic_error, handle_table::claim_for_collector).
+//
+// After fork() (palrt/pal/fork.hpp): in a child, a collector made before fork() is the
+// parent's (a collection may have held its lock at fork(), and its finalizer thread is gone).
+// collect() and synchronize() throw pal::forked_child_error; the automatic collections
+// (collect_every) are skipped. Objects may still be made, referenced and dropped, and
+// counters() read: none of that takes a lock, and nothing is ever freed there. Destroying
+// it returns at once and keeps its state, and every object, allocated until the child
+// exits. A collector made in the child is the child's: its grace periods wait for the
+// child's own readers only.
 #pragma once
 
 #include <chrono>
@@ -114,12 +123,14 @@ class collector {
   ~collector();
 
   // See the top of this file. Throws only what a destructor of a freed object throws
-  // (destructors must not throw: std::terminate) or std::bad_alloc; what a finalizer it runs
-  // throws is contained. Without a finalizer thread it returns after the finalizers it
-  // found due ran (a finalizer that blocks blocks it).
+  // (destructors must not throw: std::terminate) or std::bad_alloc, and
+  // pal::forked_child_error in a fork()ed child (see above); what a finalizer it runs throws
+  // is contained. Without a finalizer thread it returns after the finalizers it found due ran
+  // (a finalizer that blocks blocks it).
   collection_report collect();
   // Frees what is retired, waiting up to `timeout` for readers to leave their sections.
-  // true if nothing is left awaiting a grace period.
+  // true if nothing is left awaiting a grace period. pal::forked_child_error in a fork()ed
+  // child.
   bool synchronize(std::chrono::nanoseconds timeout = std::chrono::seconds(2));
 
   handle_table& handles() noexcept;

@@ -27,6 +27,14 @@
 // The bootstrap starts it through pal's thread factory, after membarrier registration.
 // Thread-safe: every member may be called from any thread; the lifecycle calls are
 // serialised by one lock.
+//
+// After fork() (palrt/pal/fork.hpp): in a child, a finalizer_thread made before fork() is the
+// parent's, and its thread does not exist there. wait_for_pending_finalizers() returns
+// not_running at once; start() and launch() throw pal::forked_child_error (so does making a
+// finalizer_thread for a collector of the parent); signal_work(), request_stop() and
+// wait_until_running() return at once, stop() returns true at once (nothing to join in the
+// child); counters() still reads (without last_exception if its lock is held). What was
+// queued for it is never finalized in the child.
 #pragma once
 
 #include <chrono>

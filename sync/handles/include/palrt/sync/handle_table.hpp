@@ -46,6 +46,14 @@
 // read (compare-exchange), so a concurrent set_target wins. A host must not allocate a new
 // handle to an object it has found dead.
 //
+// After fork() (palrt/pal/fork.hpp): in a child, a table made before fork() is the parent's,
+// and nothing takes its locks there (another thread may have held one at fork()). An
+// allocate() that the calling thread's cache of free slots can serve works (the forking
+// thread keeps its caches); one that needs the table's blocks throws pal::forked_child_error.
+// The rest takes no lock and works on the child's copy: target, set_target, the secondaries,
+// kind, release, the sweeps, for_each_strong, promote_dependents, counters (a checked build's
+// release skips its lookup in the list of blocks there). Destroying it works as anywhere.
+//
 // Misuse: releasing a handle twice, or releasing (or reading the kind of) a pointer that is
 // not a handle of this table, prints one line to stderr naming the problem and aborts (a
 // corrupted table cannot be reported any other way). Every build detects a release of a
@@ -130,7 +138,8 @@ class handle_table {
 
   // A new handle of `kind` holding `target` (may be null); `secondary` is a dependent
   // handle's secondary and must be null for the other kinds. The target must not be an
-  // object the host has found dead. Throws handle_allocation_error (see above).
+  // object the host has found dead. Throws handle_allocation_error, and in a fork()ed child
+  // pal::forked_child_error when it needs the blocks (see above).
   gc_handle allocate(handle_kind kind, void* target, void* secondary = nullptr);
 
   // Returns the slot to the table and returns the target it held: null if a sweep had

@@ -240,6 +240,11 @@ class exposed_interfaces {
 };
 
 // The dispatch tables as one wrappers instance (an identity_cache, say) exposes them.
+//
+// After fork() (palrt/pal/fork.hpp): the process-wide tables are the child's and work. In a
+// child, a dispatch_cache made before fork() is the parent's: interfaces_for() and find()
+// still answer for the types it has views of (no lock), and throw pal::forked_child_error for
+// a type that would need a new view or an L1 claim (under its lock). Destroying it works.
 class dispatch_cache {
  public:
   explicit dispatch_cache(dispatch_policy policy = {});

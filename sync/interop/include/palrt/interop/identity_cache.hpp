@@ -82,6 +82,17 @@
 // wrappers, and a new one start in the same process: the old wrappers may then only be
 // dropped (collector.hpp), and the records' side table never touches their entries again
 // (internal/weak_object_table.hpp), so the new runtime's caches work as in a fresh process.
+//
+// After fork() (palrt/pal/fork.hpp): in a child, a cache made before fork() is the parent's,
+// and another thread may have held one of its locks at fork(). What takes no lock works on
+// the child's copy: find() and try_get() (hits and misses of the palrt design; the benchmark
+// designs, whose lookups lock, miss), try_get_outbound() answered by a wrapper_object field,
+// dispatch() for the types it has views of. What would take a lock fails at once:
+// get_or_create (before calling the factory), get_or_create_outbound, a try_get_outbound
+// that needs the side table and counters() throw pal::forked_child_error; remove() returns
+// false. Destroying it returns at once and keeps its state allocated. Making a cache for a
+// collector of the parent throws pal::forked_child_error; a cache made in the child, for a
+// collector of the child, works.
 #pragma once
 
 #include <cstddef>

@@ -36,6 +36,13 @@
 // handle stays unsignalled, so wait on it with a timeout if the manager may stop first).
 //
 // Thread-safe: every member may be called from any thread (stop() not from the worker).
+//
+// After fork() (palrt/pal/fork.hpp): in a child, a sync manager made before fork() is the
+// parent's, and its worker does not exist there. post, post_after, invoke, open_process,
+// ensure_worker_started and launch_worker throw sync_error(ESHUTDOWN) ("used in a child after
+// fork()"), as after a stop, and queue nothing; cancel() returns false, worker_started()
+// false, stop() true at once, request_stop() and wait_until_worker_running() return at once.
+// Items queued in the parent never run in the child. A manager made in the child works.
 #pragma once
 
 #include <sys/types.h>

@@ -15,6 +15,10 @@
 // Not thread-safe: one owner drives the lifecycle (finalizer_thread and sync_manager
 // serialise their callers). wake() may be called from any thread, but not concurrently with
 // launch(), start() or destruction.
+//
+// After fork() (palrt/pal/fork.hpp): in a child, a thread launched in the parent does not
+// exist: started() is false there, and stop() and join() return true at once (see
+// pal::managed_thread). Its owners refuse to launch it again in the child.
 #pragma once
 
 #include <sys/types.h>

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "palrt/pal/internal/fork_generation.hpp"
 #include "palrt/sync/collector.hpp"
 #include "palrt/sync/object.hpp"
 
@@ -95,6 +96,8 @@ struct collector_state {
   collector_state(handle_table& t, collector_options o) : table(t), options(o) {}
   handle_table& table;
   const collector_options options;
+  // In a fork()ed child the collector is its parent's (collector.hpp, "After fork()").
+  const pal::internal::fork_stamp made;
 
   // Lock-free stacks (object::next_): pushed by any thread, taken whole by collect().
   std::atomic<object*> dead{nullptr};

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <vector>
 
+#include "palrt/pal/internal/fork_generation.hpp"
 #include "palrt/sync/handle_table.hpp"  // with detail/handle_fast_path.hpp
 
 namespace palrt::sync::internal {
@@ -36,6 +37,8 @@ struct handle_table_state {
   std::atomic<int> failing_allocations{0};
   // The collector that sweeps the table (claim_for_collector), or null.
   std::atomic<const void*> claimed_by{nullptr};
+  // In a fork()ed child the table is its parent's: nothing takes its locks there.
+  const pal::internal::fork_stamp made;
 };
 
 // Returns the oldest `n` slots of `cache`, all of the kind `kind`, to their blocks

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 
 #include "palrt/sync/handle_table.hpp"
 
@@ -17,6 +18,9 @@ class handle_table_access {
   // Free slots in the calling thread's cache of `table` for `kind`.
   static std::size_t cached_free_slots(const handle_table& table, handle_kind kind);
   static std::size_t slots_per_block() noexcept;
+  // The lock of `kind` in `table` (refills and growth take it), held by the caller: fork
+  // tests hold it while another thread forks.
+  static std::unique_lock<std::mutex> hold_kind_lock(handle_table& table, handle_kind kind);
 };
 
 }  // namespace palrt::sync::internal

@@ -14,6 +14,7 @@
 namespace palrt::interop::internal {
 
 using detail::bucket_table;
+class identity_cache_access;
 
 class identity_cache_access;
 
@@ -45,6 +46,7 @@ class bucket_map final : public entry_map {
   static const void* tombstone() noexcept { return detail::tombstone_key(); }
 
  private:
+  friend class identity_cache_access;  // hold_bucket_lock
   // Writers' state of one bucket, on a line of its own: a writer taking the lock must not
   // invalidate the line readers load the table pointer from (tables_).
   struct alignas(64) bucket_writer {

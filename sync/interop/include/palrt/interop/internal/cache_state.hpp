@@ -5,9 +5,11 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 
 #include "palrt/interop/identity_cache.hpp"
 #include "palrt/interop/internal/bucket_map.hpp"
+#include "palrt/pal/internal/fork_generation.hpp"
 #include "palrt/interop/internal/entry_map.hpp"
 #include "palrt/interop/internal/weak_object_table.hpp"
 
@@ -31,6 +33,8 @@ struct cache_state {
   weak_object_table outbound;
 
   std::atomic<bool> open{true};  // false once the cache is being destroyed
+  // In a fork()ed child the cache is its parent's (identity_cache.hpp, "After fork()").
+  const pal::internal::fork_stamp made;
   std::atomic<std::uint64_t> inserted{0};
   std::atomic<std::uint64_t> races_lost{0};
   std::atomic<std::uint64_t> removed{0};
@@ -65,6 +69,10 @@ class identity_cache_access {
       if (r == t) return true;
     return false;
   }
+  // The writer lock of the bucket `identity` falls in (palrt design), held by the caller:
+  // fork tests hold it while another thread forks. Throws std::invalid_argument for the
+  // other designs.
+  static std::unique_lock<std::mutex> hold_bucket_lock(identity_cache& c, const void* identity);
 };
 
 }  // namespace palrt::interop::internal

@@ -10,6 +10,7 @@
 
 #include "palrt/interop/dispatch_tables.hpp"
 #include "palrt/interop/internal/dispatch_view_map.hpp"
+#include "palrt/pal/internal/fork_generation.hpp"
 
 namespace palrt::interop::internal {
 
@@ -35,6 +36,9 @@ struct dispatch_cache_state {
   std::atomic<std::uint64_t> views_built{0};      // kept: one per type this instance has seen
   std::atomic<std::uint64_t> views_discarded{0};  // built by a thread that lost the race to keep one
   std::atomic<std::uint64_t> l1_claims{0};
+
+  // In a fork()ed child the instance is its parent's: `writer` may be held for good there.
+  const pal::internal::fork_stamp made;
 };
 
 }  // namespace palrt::interop::internal

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <mutex>
 
+#include "palrt/pal/internal/fork_generation.hpp"
 #include "palrt/sync/internal/adaptive_mutex.hpp"
 #include "palrt/sync/internal/invoke_context.hpp"
 #include "palrt/sync/internal/node_pool.hpp"
@@ -46,6 +47,9 @@ class worker_state {
 
   // Run items' nodes the worker keeps before handing them back to the pool at once.
   static constexpr int spent_batch = 32;
+
+  // In a fork()ed child the manager is its parent's (sync_manager.hpp, "After fork()").
+  const pal::internal::fork_stamp made;
 
   // Any thread, after queueing work outside the lock: wakes the worker if it sleeps.
   void wake_if_sleeping() noexcept {

@@ -1,0 +1,567 @@
+// fork(): what a child may do with palrt (palrt/pal/fork.hpp). Each case runs in a fresh
+// process (this binary re-executed: a runtime is one per process, and which threads exist at
+// fork() is the point), which sets up the situation the case names, forks a child there and
+// waits for it within a bound: a child that hangs is killed and reported "child hung". Every
+// situation is reached by waiting on events the code signals, never by sleeping: a thread
+// holds a lock through a test hook (or inside a destructor that collect() runs) and says so;
+// where fork() itself must wait for the holder, the fork machinery's hook tells the holder
+// when to let go.
+#include <doctest/doctest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "child_process.hpp"
+#include "palrt/interop/identity_cache.hpp"
+#include "palrt/interop/internal/cache_state.hpp"
+#include "palrt/pal/fork.hpp"
+#include "palrt/pal/internal/barrier_strategies.hpp"
+#include "palrt/pal/internal/fork_generation.hpp"
+#include "palrt/pal/membarrier.hpp"
+#include "palrt/pal/process_barrier.hpp"
+#include "palrt/pal/wake_event.hpp"
+#include "palrt/startup/bootstrap.hpp"
+#include "palrt/sync/collector.hpp"
+#include "palrt/sync/finalizer_thread.hpp"
+#include "palrt/sync/handle_table.hpp"
+#include "palrt/sync/internal/handle_table_access.hpp"
+#include "palrt/sync/read_section.hpp"
+#include "palrt/sync/sync_manager.hpp"
+#include "subprocess.hpp"
+
+using namespace std::chrono_literals;
+// Not an alias `sync` for palrt::sync: unistd.h declares ::sync(). A name before :: only
+// looks for namespaces and types, so through the using-directive `sync::` is palrt's.
+using namespace palrt;
+
+namespace {
+
+// Runs `fn` in a child fork()ed from this process and waits for it, at most `bound`. Prints
+// "child exit=N" (an exception escaping `fn` is printed, and the child exits 98) or "child
+// hung" (the child was killed at the bound). Returns the exit code, or -1 if it hung.
+int run_child(const std::function<int()>& fn, std::chrono::milliseconds bound = 10s) {
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    std::printf("fork: %s\n", std::strerror(errno));
+    return -1;
+  }
+  if (pid == 0) {
+    std::setvbuf(stdout, nullptr, _IONBF, 0);  // a child killed when it hangs keeps what it printed
+    int code = 98;
+    try {
+      code = fn();
+    } catch (const std::exception& e) {
+      std::printf("child: uncaught: %s\n", e.what());
+    }
+    std::fflush(nullptr);
+    ::_exit(code);
+  }
+  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  bool exited = pidfd < 0;  // without pidfd_open (Linux < 5.3): an unbounded wait
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  while (!exited) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    pollfd p{pidfd, POLLIN, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(left.count()));
+    exited = r > 0;
+    if (r < 0 && errno != EINTR) break;
+  }
+  if (pidfd >= 0) ::close(pidfd);
+  if (!exited) ::kill(pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!exited) {
+    std::printf("child hung\n");
+    std::fflush(stdout);
+    return -1;
+  }
+  const int code = palrt::testing::exit_code_of(status);
+  std::printf("child exit=%d\n", code);
+  std::fflush(stdout);
+  return code;
+}
+
+// This binary's fresh process `name`: its bound is well above a child's, so a hung child is
+// reported by the process rather than the process timing out.
+palrt::testing::process_result run_fresh(const char* name) {
+  return palrt::testing::run_fresh(name, palrt::testing::run_options{{}, {}, std::chrono::seconds(60)});
+}
+
+// Calls `call` and says what it did: "<what>: returned", "<what>: forked_child_error" or
+// "<what>: <other exception>"; true if it threw forked_child_error.
+bool throws_forked_child_error(const char* what, const std::function<void()>& call) {
+  try {
+    call();
+    std::printf("child: %s: returned\n", what);
+  } catch (const pal::forked_child_error& e) {
+    std::printf("child: %s: forked_child_error (%s)\n", what, e.what());
+    return true;
+  } catch (const std::exception& e) {
+    std::printf("child: %s: threw %s\n", what, e.what());
+  }
+  return false;
+}
+
+// The same for the sync manager's refusal: true if `call` threw sync_error(ESHUTDOWN).
+bool throws_eshutdown(const char* what, const std::function<void()>& call) {
+  try {
+    call();
+    std::printf("child: %s: returned\n", what);
+  } catch (const sync::sync_error& e) {
+    std::printf("child: %s: sync_error errno=%d (%s)\n", what, e.code().value(), e.what());
+    return e.code().value() == ESHUTDOWN;
+  } catch (const std::exception& e) {
+    std::printf("child: %s: threw %s\n", what, e.what());
+  }
+  return false;
+}
+
+const char* name_of(sync::pending_finalizers p) {
+  switch (p) {
+    case sync::pending_finalizers::finalized: return "finalized";
+    case sync::pending_finalizers::timed_out: return "timed_out";
+    case sync::pending_finalizers::not_running: return "not_running";
+  }
+  return "?";
+}
+
+// A thread that holds what `hold()` returns (a lock) until released, and says when it holds
+// it. Releasing it twice is harmless: the parent releases it once fork() returned, and the
+// fork machinery's hook (when fork() must wait for it) releases it earlier. The thread lives
+// on until the holder is destroyed, so that it is alive, not finished, when fork() copies the
+// process (ThreadSanitizer reports a finished, unjoined thread as leaked at the child's exit).
+template <class Hold>
+class holder {
+ public:
+  explicit holder(Hold hold)
+      : thread_([this, hold] {
+          {
+            auto held = hold();
+            held_.set();
+            release_.wait();
+          }
+          finish_.wait();
+        }) {
+    held_.wait();
+  }
+  ~holder() {
+    release_.set();
+    finish_.set();
+    thread_.join();
+  }
+  // fork() calls this when it finds the lock held (fork_access::on_contended_prepare).
+  void release_when_fork_waits() { pal::internal::fork_access::on_contended_prepare(&release_hook, this); }
+
+ private:
+  static void release_hook(void* self) { static_cast<holder*>(self)->release_.set(); }
+  pal::wake_event held_, release_, finish_;
+  std::thread thread_;
+};
+
+struct plain : sync::object {};
+
+}  // namespace
+
+// --- Read sections -------------------------------------------------------------------------
+
+PALRT_FRESH_PROCESS(fork_grace_period_with_reader_at_fork) {
+  pal::wake_event inside, leave;
+  std::thread reader([&] {
+    sync::read_section section;
+    inside.set();
+    leave.wait();
+  });
+  inside.wait();
+  run_child([] {
+    // A collector of the child's own: its grace period must not wait for the parent's reader,
+    // which does not exist here.
+    sync::handle_table table;
+    sync::collector collector(table);
+    { auto o = sync::make_object<plain>(collector); }
+    const sync::collection_report r = collector.collect();
+    std::printf("child: freed=%zu awaiting=%zu\n", r.freed, r.awaiting_grace_period);
+    return r.freed == 1 && r.awaiting_grace_period == 0 ? 0 : 1;
+  });
+  leave.set();
+  reader.join();
+  return 0;
+}
+
+TEST_CASE("fork: a child's grace periods complete although another thread of the parent was in a read section at "
+          "fork()") {
+  auto p = run_fresh("fork_grace_period_with_reader_at_fork");
+  INFO(p.out, p.err);
+  REQUIRE_FALSE(p.timed_out);
+  CHECK(p.out.find("child: freed=1 awaiting=0") != std::string::npos);
+  CHECK(p.out.find("child exit=0") != std::string::npos);
+}
+
+// --- The sync manager ----------------------------------------------------------------------
+
+PALRT_FRESH_PROCESS(fork_sync_manager_in_child) {
+  startup::options o;
+  o.sync_worker = startup::sync_worker_start::eager;
+  auto rt = startup::bootstrap(o);
+  sync::sync_manager& m = *rt->services().sync_manager;
+  if (m.invoke(sync::work_priority::normal, [] { return 7; }) != 7) return 2;
+  run_child([&m] {
+    int wrong = 0;
+    wrong += !throws_eshutdown("post", [&m] { m.post(sync::work_priority::normal, [] {}); });
+    wrong += !throws_eshutdown("post_after", [&m] { m.post_after(1ms, sync::work_priority::normal, [] {}); });
+    wrong += !throws_eshutdown("invoke", [&m] { m.invoke(sync::work_priority::normal, [] { return 1; }); });
+    wrong += !throws_eshutdown("ensure_worker_started", [&m] { m.ensure_worker_started(); });
+    wrong += !throws_eshutdown("open_process", [&m] { m.open_process(::getppid()); });
+    const bool started = m.worker_started();
+    std::printf("child: worker_started=%d stop=%d\n", started, m.stop(1s));
+    return wrong + started;
+  });
+  return rt->shutdown().clean() ? 0 : 3;
+}
+
+TEST_CASE("fork: in a child the parent's sync manager refuses post and invoke (ESHUTDOWN) instead of accepting work "
+          "nobody runs") {
+  auto p = run_fresh("fork_sync_manager_in_child");
+  INFO(p.out, p.err);
+  REQUIRE_FALSE(p.timed_out);
+  CHECK(p.out.find("child: post: sync_error errno=" + std::to_string(ESHUTDOWN)) != std::string::npos);
+  CHECK(p.out.find("child: invoke: sync_error errno=" + std::to_string(ESHUTDOWN)) != std::string::npos);
+  CHECK(p.out.find("used in a child after fork()") != std::string::npos);
+  CHECK(p.out.find("child: worker_started=0 stop=1") != std::string::npos);
+  CHECK(p.out.find("child exit=0") != std::string::npos);
+  CHECK(p.exit_code == 0);
+}
+
+// --- bootstrap() in the child --------------------------------------------------------------
+
+namespace {
+pal::wake_event* finalize_ran = nullptr;
+struct signals_finalize : sync::finalizable {
+  void finalize() override { finalize_ran->set(); }
+};
+}  // namespace
+
+PALRT_FRESH_PROCESS(fork_bootstrap_in_child) {
+  auto rt = startup::bootstrap();
+  run_child([] {
+    try {
+      auto mine = startup::bootstrap();
+      startup::runtime_services& s = mine->services();
+      const int v = s.sync_manager->invoke(sync::work_priority::normal, [] { return 42; });
+      pal::wake_event ran;
+      finalize_ran = &ran;
+      { auto f = sync::make_object<signals_finalize>(*s.collector); }
+      s.collector->collect();
+      const sync::pending_finalizers w = s.finalizer->wait_for_pending_finalizers(20s);
+      const startup::shutdown_report& r = mine->shutdown();
+      std::printf("child: bootstrap ok invoke=%d finalizers=%s clean=%d forked_child=%d\n", v, name_of(w), r.clean(),
+                  r.forked_child);
+      return v == 42 && w == sync::pending_finalizers::finalized && r.clean() && !r.forked_child ? 0 : 1;
+    } catch (const startup::startup_error& e) {
+      std::printf("child: bootstrap failed: phase=%s %s\n", e.phase().c_str(), e.what());
+      return 1;
+    }
+  });
+  return rt->shutdown().clean() ? 0 : 3;
+}
+
+// ThreadSanitizer does not support threads in a child of a multithreaded process: it still
+// counts the parent's threads, and the child's first thread reuses one's id ("dup thread").
+#if defined(__SANITIZE_THREAD__)
+constexpr bool under_tsan = true;
+#else
+constexpr bool under_tsan = false;
+#endif
+
+TEST_CASE("fork: a child may bootstrap a runtime of its own while the parent's is alive" * doctest::skip(under_tsan)) {
+  auto p = run_fresh("fork_bootstrap_in_child");
+  INFO(p.out, p.err);
+  REQUIRE_FALSE(p.timed_out);
+  CHECK(p.out.find("child: bootstrap ok invoke=42 finalizers=finalized clean=1 forked_child=0") != std::string::npos);
+  CHECK(p.out.find("child exit=0") != std::string::npos);
+  CHECK(p.exit_code == 0);
+}
+
+// --- The finalizer and shutdown() in the child ---------------------------------------------
+
+namespace {
+pal::wake_event* finalizer_inside = nullptr;
+pal::wake_event* finalizer_leave = nullptr;
+struct blocks_in_finalize : sync::finalizable {
+  void finalize() override {
+    finalizer_inside->set();
+    finalizer_leave->wait();
+  }
+};
+}  // namespace
+
+PALRT_FRESH_PROCESS(fork_finalizer_and_shutdown_in_child) {
+  startup::options o;
+  o.stop_timeout = 500ms;  // what a shutdown that waits for threads the child lacks would wait
+  auto rt = startup::bootstrap(o);
+  startup::runtime_services& s = rt->services();
+  pal::wake_event inside, leave;
+  finalizer_inside = &inside;
+  finalizer_leave = &leave;
+  // At fork() the finalizer thread is inside a finalize() and another object waits for it.
+  {
+    auto blocking = sync::make_object<blocks_in_finalize>(*s.collector);
+    auto queued = sync::make_object<signals_finalize>(*s.collector);
+  }
+  pal::wake_event ran;
+  finalize_ran = &ran;
+  s.collector->collect();
+  inside.wait();
+  run_child([&rt, &s] {
+    int wrong = 0;
+    const sync::pending_finalizers w = s.finalizer->wait_for_pending_finalizers(2s);
+    std::printf("child: wait_for_pending_finalizers=%s\n", name_of(w));
+    wrong += w != sync::pending_finalizers::not_running;
+    wrong += !throws_forked_child_error("finalizer_thread::start", [&s] { s.finalizer->start(); });
+    const startup::shutdown_report r = rt->shutdown();
+    std::printf("child: shutdown forked_child=%d not_joined=%zu\n", r.forked_child, r.not_joined.size());
+    wrong += !r.forked_child || !r.not_joined.empty();
+    rt.reset();  // destroys the parent's services in the child: must return
+    std::printf("child: runtime destroyed\n");
+    return wrong;
+  });
+  leave.set();
+  const bool finalized = s.finalizer->wait_for_pending_finalizers(20s) == sync::pending_finalizers::finalized;
+  return finalized && rt->shutdown().clean() ? 0 : 3;
+}
+
+TEST_CASE("fork: in a child the parent's finalizer reports not_running and the parent's runtime shuts down at once "
+          "saying it is the parent's") {
+  auto p = run_fresh("fork_finalizer_and_shutdown_in_child");
+  INFO(p.out, p.err);
+  REQUIRE_FALSE(p.timed_out);
+  CHECK(p.out.find("child: wait_for_pending_finalizers=not_running") != std::string::npos);
+  CHECK(p.out.find("child: finalizer_thread::start: forked_child_error") != std::string::npos);
+  CHECK(p.out.find("child: shutdown forked_child=1 not_joined=0") != std::string::npos);
+  CHECK(p.out.find("child: runtime destroyed") != std::string::npos);
+  CHECK(p.out.find("child exit=0") != std::string::npos);
+  CHECK(p.exit_code == 0);
+}
+
+// --- Locks held at fork() ------------------------------------------------------------------
+
+PALRT_FRESH_PROCESS(fork_mprotect_flush_lock_held) {
+  using pal::internal::process_barrier_access;
+  std::unique_ptr<pal::internal::barrier_instance> barrier;
+  try {
+    barrier = process_barrier_access::make_instance(pal::barrier_strategy::mprotect);
+  } catch (const pal::barrier_error& e) {
+    std::printf("mprotect unavailable: %s\n", e.what());
+    return 2;
+  }
+  {
+    // Another thread is inside a flush (its lock held) when this one forks.
+    holder h([&barrier] { return process_barrier_access::hold_flush_lock(*barrier); });
+    h.release_when_fork_waits();
+    run_child([&barrier] {
+      barrier->flush();
+      std::printf("child: flushed\n");
+      return 0;
+    });
+    pal::internal::fork_access::on_contended_prepare(nullptr, nullptr);
+  }
+  barrier->flush();
+  return 0;
+}
+
+TEST_CASE("fork: a child forked while an mprotect barrier's flush held its lock can flush") {
+  auto p = run_fresh("fork_mprotect_flush_lock_held");
+  INFO(p.out, p.err);
+  REQUIRE_FALSE(p.timed_out);
+  if (p.exit_code == 2) return;  // mprotect denied here (seccomp): nothing to test
+  CHECK(p.out.find("child: flushed") != std::string::npos);
+  CHECK(p.out.find("child exit=0") != std::string::npos);
+  CHECK(p.exit_code == 0);
+}
+
+PALRT_FRESH_PROCESS(fork_handle_kind_lock_held) {
+  using sync::handle_kind;
+  sync::handle_table table;
+  int target = 0;
+  const sync::gc_handle strong = table.allocate(handle_kind::strong, &target);  // fills this thread's cache
+  {
+    holder h([&table] { return sync::internal::handle_table_access::hold_kind_lock(table, handle_kind::weak_long); });
+    run_child([&] {
+      int wrong = 0;
+      std::printf("child: target=%d\n", sync::handle_table::target(strong) == &target);
+      wrong += sync::handle_table::target(strong) != &target;
+      // This thread's cache of strong slots serves it: no lock, so it works.
+      const sync::gc_handle more = table.allocate(handle_kind::strong, &target);
+      std::printf("child: cached allocate=%d\n", static_cast<bool>(more));
+      wrong += !more;
+      table.release(more);
+      // No cached weak-long slot: it would need the blocks, under the kind's lock.
+      wrong += !throws_forked_child_error("allocate weak_long", [&] { table.allocate(handle_kind::weak_long, &target); });
+      return wrong;
+    });
+  }
+  table.release(strong);
+  return 0;
+}
+
+TEST_CASE("fork: a child forked while a handle kind's lock was held gets forked_child_error from the parent's table "
+          "instead of hanging") {
+  auto p = run_fresh("fork_handle_kind_lock_held");
+  INFO(p.out, p.err);
+  REQUIRE_FALSE(p.timed_out);
+  CHECK(p.out.find("child: target=1") != std::string::npos);
+  CHECK(p.out.find("child: cached allocate=1") != std::string::npos);
+  CHECK(p.out.find("child: allocate weak_long: forked_child_error") != std::string::npos);
+  CHECK(p.out.find("child exit=0") != std::string::npos);
+}
+
+namespace {
+pal::wake_event* destructor_inside = nullptr;
+pal::wake_event* destructor_leave = nullptr;
+struct blocks_in_destructor : sync::object {
+  ~blocks_in_destructor() override {
+    destructor_inside->set();
+    destructor_leave->wait();
+  }
+};
+}  // namespace
+
+PALRT_FRESH_PROCESS(fork_collector_lock_held) {
+  auto table = std::make_unique<sync::handle_table>();
+  auto collector = std::make_unique<sync::collector>(*table);
+  pal::wake_event inside, leave;
+  destructor_inside = &inside;
+  destructor_leave = &leave;
+  auto kept = sync::make_object<plain>(*collector);
+  { auto dying = sync::make_object<blocks_in_destructor>(*collector); }
+  // collect() runs the destructor, under the collector's lock.
+  std::thread collecting([&collector] { collector->collect(); });
+  inside.wait();
+  run_child([&] {
+    int wrong = 0;
+    wrong += !throws_forked_child_error("collect", [&] { collector->collect(); });
+    wrong += !throws_forked_child_error("synchronize", [&] { collector->synchronize(1s); });
+    std::printf("child: counters created=%llu\n",
+                static_cast<unsigned long long>(collector->counters().objects_created));
+    kept.reset();  // a reference dropped in the child: the object stays with the parent's state
+    collector.reset();
+    table.reset();
+    std::printf("child: destroyed\n");
+    return wrong;
+  });
+  leave.set();
+  collecting.join();
+  return 0;
+}
+
+TEST_CASE("fork: a child forked while a collection held the collector's lock gets forked_child_error instead of "
+          "hanging, and can destroy the collector") {
+  auto p = run_fresh("fork_collector_lock_held");
+  INFO(p.out, p.err);
+  REQUIRE_FALSE(p.timed_out);
+  CHECK(p.out.find("child: collect: forked_child_error") != std::string::npos);
+  CHECK(p.out.find("child: synchronize: forked_child_error") != std::string::npos);
+  CHECK(p.out.find("child: counters created=2") != std::string::npos);
+  CHECK(p.out.find("child: destroyed") != std::string::npos);
+  CHECK(p.out.find("child exit=0") != std::string::npos);
+}
+
+namespace {
+struct proxy : sync::object, interop::wrapper_object {};
+}  // namespace
+
+PALRT_FRESH_PROCESS(fork_identity_bucket_lock_held) {
+  auto rt = startup::bootstrap();
+  sync::collector& collector = *rt->services().collector;
+  auto cache = std::make_unique<interop::identity_cache>(collector);
+  static int native_a, native_b;
+  auto make = [&collector](const void*) { return sync::make_object<proxy>(collector); };
+  sync::ref<proxy> a = cache->get_or_create<proxy>(&native_a, make);
+  const sync::gc_handle a_handle = interop::record_of(*a)->handle();
+  {
+    holder h([&cache] { return interop::internal::identity_cache_access::hold_bucket_lock(*cache, &native_b); });
+    run_child([&] {
+      int wrong = 0;
+      // A hit takes no lock: it works.
+      const bool hit = cache->try_get(&native_a).get() == a.get();
+      std::printf("child: hit=%d\n", hit);
+      wrong += !hit;
+      int factory_calls = 0;
+      wrong += !throws_forked_child_error("get_or_create (miss)", [&] {
+        cache->get_or_create<proxy>(&native_b, [&](const void* id) {
+          ++factory_calls;
+          return make(id);
+        });
+      });
+      std::printf("child: factory calls=%d remove=%d\n", factory_calls, cache->remove(&native_a, a_handle));
+      wrong += factory_calls != 0;
+      cache.reset();
+      std::printf("child: cache destroyed\n");
+      return wrong;
+    });
+  }
+  a.reset();
+  cache.reset();
+  return rt->shutdown().clean() ? 0 : 3;
+}
+
+TEST_CASE("fork: a child forked while an identity cache's bucket lock was held gets forked_child_error for a miss "
+          "instead of hanging; a hit still works") {
+  auto p = run_fresh("fork_identity_bucket_lock_held");
+  INFO(p.out, p.err);
+  REQUIRE_FALSE(p.timed_out);
+  CHECK(p.out.find("child: hit=1") != std::string::npos);
+  CHECK(p.out.find("child: get_or_create (miss): forked_child_error") != std::string::npos);
+  CHECK(p.out.find("child: factory calls=0 remove=0") != std::string::npos);
+  CHECK(p.out.find("child: cache destroyed") != std::string::npos);
+  CHECK(p.out.find("child exit=0") != std::string::npos);
+  CHECK(p.exit_code == 0);
+}
+
+// --- The process barrier in the child ------------------------------------------------------
+
+PALRT_FRESH_PROCESS(fork_membarrier_registration_inherited) {
+  const pal::process_barrier_state& st = pal::initialize_process_barrier();
+  if (st.strategy != pal::barrier_strategy::membarrier) {
+    std::printf("strategy=%s\n", std::string(pal::to_string(st.strategy)).c_str());
+    return 2;
+  }
+  // A thread alive at fork(), as in a host: the child has only this one.
+  pal::wake_event leave;
+  std::thread other([&leave] { leave.wait(); });
+  run_child([] {
+    // No registration in the child: PRIVATE_EXPEDITED answers EPERM in a process that is not
+    // registered, so success says the registration came with the address space.
+    const pal::membarrier::result r = pal::membarrier::private_expedited();
+    std::printf("child: private_expedited=%s\n", r.ok() ? "ok" : std::string(pal::membarrier::describe(r.error)).c_str());
+    pal::flush_process_write_buffers();
+    std::printf("child: flushed\n");
+    return r.ok() ? 0 : 1;
+  });
+  leave.set();
+  other.join();
+  return 0;
+}
+
+TEST_CASE("fork: a child inherits its parent's membarrier registration (the kernel copies it with the address space)") {
+  auto p = run_fresh("fork_membarrier_registration_inherited");
+  INFO(p.out, p.err);
+  REQUIRE_FALSE(p.timed_out);
+  if (p.exit_code == 2) return;  // membarrier unavailable here (seccomp, old kernel)
+  CHECK(p.out.find("child: private_expedited=ok") != std::string::npos);
+  CHECK(p.out.find("child: flushed") != std::string::npos);
+  CHECK(p.out.find("child exit=0") != std::string::npos);
+}
