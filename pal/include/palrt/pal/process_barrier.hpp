@@ -69,7 +69,9 @@ std::string_view to_string(barrier_strategy s) noexcept;
 std::optional<barrier_strategy> parse_barrier_strategy(std::string_view name) noexcept;
 
 // The signal the signal strategy uses (SIGRTMAX - 1). Blocking it in a thread makes
-// a flush wait until that thread unblocks it or exits.
+// a flush wait until that thread unblocks it, exits, or is seen asleep in the kernel
+// (/proc/<pid>/task/<tid>/syscall; a process that is not dumpable cannot read it, and there
+// a flush waits for a sleeping thread that blocks the signal until it wakes).
 int barrier_signal_number() noexcept;
 
 // Whether initialisation may register for membarrier. The startup orderings map onto this:
