@@ -252,31 +252,42 @@ PALRT_FRESH_PROCESS(automatic_choice) {
   return 0;
 }
 
-TEST_CASE("process barrier: no forbidden store-buffering outcome, for each strategy forced by PALRT_BARRIER") {
-  for (const std::string strategy : {"membarrier", "mprotect", "signal"}) {
-    CAPTURE(strategy);
-    // The child's own budget, plus time to start and report.
-    auto child = run_fresh("litmus_with_flush", {{"PALRT_BARRIER=" + strategy}, {}, litmus_budget() + std::chrono::seconds(30)});
-    REQUIRE_FALSE(child.timed_out);
-    INFO(child.out, child.err);
-    if (strategy == "membarrier" && !membarrier_available()) {
-      // Denied (seccomp) or absent: forcing it must fail loudly, not fall back silently.
-      CHECK(child.exit_code == 3);
-      CHECK(child.out.find("unavailable") != std::string::npos);
-      continue;
-    }
-    if (strategy == "mprotect" && pal::internal::process_barrier_access::mprotect_unsuitable()) {
-      // No barrier on this machine (arm64, INVLPGB): refused, as it must be.
-      CHECK(child.exit_code == 3);
-      CHECK(child.out.find("unavailable " + std::to_string(ENOTSUP)) != std::string::npos);
-      continue;
-    }
-    REQUIRE(child.exit_code != 3);
-    CHECK(child.out.find(std::string("strategy=") + strategy) != std::string::npos);
-    CHECK_MESSAGE(child.exit_code != 1, "forbidden outcome observed: " << child.out);
-    CHECK_MESSAGE(child.exit_code != 4, "the two sides never overlapped: " << child.out);
-    CHECK(child.exit_code == 0);
+// One strategy forced through PALRT_BARRIER, in a fresh process: no forbidden outcome where the
+// strategy works, and a loud refusal where it cannot (never a silent fallback).
+void check_forced_strategy_litmus(const std::string& strategy) {
+  CAPTURE(strategy);
+  // The child's own budget, plus time to start and report.
+  auto child = run_fresh("litmus_with_flush", {{"PALRT_BARRIER=" + strategy}, {}, litmus_budget() + std::chrono::seconds(30)});
+  REQUIRE_FALSE(child.timed_out);
+  INFO(child.out, child.err);
+  if (strategy == "membarrier" && !membarrier_available()) {
+    // Denied (seccomp) or absent: forcing it must fail loudly, not fall back silently.
+    CHECK(child.exit_code == 3);
+    CHECK(child.out.find("unavailable") != std::string::npos);
+    return;
   }
+  if (strategy == "mprotect" && pal::internal::process_barrier_access::mprotect_unsuitable()) {
+    // No barrier on this machine (arm64, INVLPGB): refused, as it must be.
+    CHECK(child.exit_code == 3);
+    CHECK(child.out.find("unavailable " + std::to_string(ENOTSUP)) != std::string::npos);
+    return;
+  }
+  REQUIRE(child.exit_code != 3);
+  CHECK(child.out.find(std::string("strategy=") + strategy) != std::string::npos);
+  CHECK_MESSAGE(child.exit_code != 1, "forbidden outcome observed: " << child.out);
+  CHECK_MESSAGE(child.exit_code != 4, "the two sides never overlapped: " << child.out);
+  CHECK(child.exit_code == 0);
+}
+
+// Split by what membarrier's availability changes: only forcing membarrier itself, so only
+// that case is a fallback case (the seccomp variants run it, not the other litmus runs again).
+TEST_CASE("process barrier: no forbidden store-buffering outcome with PALRT_BARRIER=membarrier, or a loud refusal" *
+          palrt::testing::fallback_case) {
+  check_forced_strategy_litmus("membarrier");
+}
+
+TEST_CASE("process barrier: no forbidden store-buffering outcome with PALRT_BARRIER=mprotect and =signal") {
+  for (const std::string strategy : {"mprotect", "signal"}) check_forced_strategy_litmus(strategy);
 }
 
 TEST_CASE("process barrier: the litmus test can fail: without the flush the forbidden outcome shows") {
@@ -293,7 +304,7 @@ TEST_CASE("process barrier: the litmus test can fail: without the flush the forb
   CHECK(o.forbidden > 0);
 }
 
-TEST_CASE("process barrier: prefers membarrier, falls back when it is denied, registering single-threaded") {
+TEST_CASE("process barrier: prefers membarrier, falls back when it is denied, registering single-threaded" * palrt::testing::fallback_case) {
   auto child = run_fresh("automatic_choice", {{"PALRT_BARRIER="}, {}});
   INFO(child.out, child.err);
   REQUIRE(child.exit_code == 0);
@@ -438,7 +449,7 @@ TEST_CASE("process barrier: the signal strategy refuses a signal the host alread
   CHECK(child.out.find("error=" + std::to_string(EBUSY)) != std::string::npos);
 }
 
-TEST_CASE("process barrier: reports the strategy it chose and what a flush costs") {
+TEST_CASE("process barrier: reports the strategy it chose and what a flush costs" * palrt::testing::fallback_case) {
   const auto& st = pal::initialize_process_barrier();
   CHECK(pal::parse_barrier_strategy(pal::to_string(st.strategy)) == st.strategy);
   CHECK(pal::process_barrier_state_if_initialized() == &st);
@@ -453,7 +464,7 @@ TEST_CASE("process barrier: a bad PALRT_BARRIER value is an error that names the
   CHECK(child.out.find(std::to_string(EINVAL)) != std::string::npos);
 }
 
-TEST_CASE("process barrier: each strategy instance flushes with busy threads running, and reports its kind") {
+TEST_CASE("process barrier: each strategy instance flushes with busy threads running, and reports its kind" * palrt::testing::fallback_case) {
   std::atomic<bool> stop{false};
   auto busy = pal::start_thread({"busy", 0}, [&] {
     while (!stop.load(std::memory_order_relaxed)) {
