@@ -153,10 +153,10 @@ consumers() {
                "$1/pkgconfig-host"' _ "$stage"
   }
   cmake_host() {
-    local prefix
-    prefix=$(find "$stage/root" -name palrtConfig.cmake -printf '%h\n' | head -n 1)
-    [ -n "$prefix" ] || { echo "test.sh: the install has no palrtConfig.cmake" >&2; return 1; }
-    cmake -S examples/host -B "$stage/cmake-build" -G Ninja -Dpalrt_DIR="$prefix" >/dev/null &&
+    local package
+    package=$(find "$stage/root" -name palrtConfig.cmake -printf '%h\n' | head -n 1)
+    [ -n "$package" ] || { echo "test.sh: the install has no palrtConfig.cmake" >&2; return 1; }
+    cmake -S examples/host -B "$stage/cmake-build" -G Ninja -Dpalrt_DIR="$package" >/dev/null &&
       cmake --build "$stage/cmake-build" >/dev/null &&
       "$stage/cmake-build/example-host"
   }
