@@ -23,9 +23,10 @@
 #
 # Needs root, network access to the Debian mirror, and ~3 GB free in the cache folder (a
 # root grows to 1.7 GB; the tarball is 45 MB).
-# Installs debootstrap on this machine with apt-get if it is missing. A run takes 3-10
-# minutes on 2 cores (measured 3 on a quiet machine, 8 on a busy one; making the tarball the
-# first time adds under a minute): apt, the build, the startup benchmark and the suites.
+# Installs debootstrap on this machine with apt-get if it is missing. The two commands take
+# about 10 minutes on a quiet 2-core machine (apt; the release build, ~3.5 minutes of it; the
+# startup benchmark; the suites and the consumers, ~1.5), several times that on a busy one;
+# making the tarball the first time adds under a minute, and extra commands their own time.
 #
 #   FRESH_CHECK_CACHE=/var/cache/palrt-fresh-check   the base tarball, roots/ (each run's
 #                                                    root) and the lock
