@@ -1,6 +1,8 @@
 // Strategy 1: membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED). The kernel IPIs only the CPUs
-// currently running a thread of this process; a thread that is not running passes a full
-// barrier when it is next scheduled, so it needs none. ~0.6 us on 2 CPUs.
+// whose rq->curr is a thread of this process; a thread off its CPU needs none, because the
+// scheduler executes a full barrier between its last user-space access and the store to
+// rq->curr that switched it out, and another between the store that switches it back in and
+// its return to user space (kernel/sched/membarrier.c). ~0.6 us on 2 CPUs.
 #include <cerrno>
 
 #include "palrt/pal/internal/barrier_strategies.hpp"

@@ -3,7 +3,8 @@
 // this process's page tables, and on x86-64 it does so by IPI; the IPI handler is a
 // serialising event, so each CPU running one of our threads executes a full barrier.
 // On arm64 the invalidation is a broadcast TLBI instruction with no IPI, and AMD CPUs with
-// INVLPGB (Linux 6.15+) broadcast too, so there the trick is no barrier at all.
+// INVLPGB (Linux 6.15+) broadcast too, so there the trick is no barrier at all: the strategy
+// refuses to be made there (ENOTSUP), forced or not.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -19,6 +20,9 @@
 
 namespace palrt::pal::internal {
 namespace {
+
+// Set only by tests (process_barrier_access::set_mprotect_check), read when a barrier is made.
+std::atomic<process_barrier_access::mprotect_check> check_override{nullptr};
 
 bool cpu_flushes_tlb_by_broadcast() {
   std::ifstream cpuinfo("/proc/cpuinfo");
@@ -66,17 +70,30 @@ class mprotect_barrier final : public barrier_instance {
   std::size_t size_;
 };
 
+const char* machine_unsuitable() noexcept {
+#if defined(__x86_64__)
+  try {
+    if (cpu_flushes_tlb_by_broadcast()) return "mprotect barrier: CPU invalidates TLBs by broadcast (INVLPGB), no IPI";
+  } catch (...) {  // reading /proc/cpuinfo ran out of memory: no proof the trick works here
+    return "mprotect barrier: could not read /proc/cpuinfo";
+  }
+  return nullptr;
+#else
+  return "mprotect barrier relies on x86-64 TLB shootdown IPIs";
+#endif
+}
+
 }  // namespace
 
-std::unique_ptr<barrier_instance> make_mprotect_barrier(bool automatic) {
-#if !defined(__x86_64__)
-  if (automatic)
-    throw barrier_error(ENOTSUP, std::generic_category(),
-                        "mprotect barrier relies on x86-64 TLB shootdown IPIs");
-#endif
-  if (automatic && cpu_flushes_tlb_by_broadcast())
-    throw barrier_error(ENOTSUP, std::generic_category(),
-                        "mprotect barrier: CPU invalidates TLBs by broadcast (INVLPGB), no IPI");
+const char* mprotect_barrier_unsuitable() noexcept {
+  if (auto check = check_override.load()) return check();
+  return machine_unsuitable();
+}
+
+void process_barrier_access::set_mprotect_check(mprotect_check check) noexcept { check_override.store(check); }
+
+std::unique_ptr<barrier_instance> make_mprotect_barrier() {
+  if (const char* why = mprotect_barrier_unsuitable()) throw barrier_error(ENOTSUP, std::generic_category(), why);
   auto size = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   void* page = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (page == MAP_FAILED)

@@ -8,12 +8,34 @@
 //            wait until pending is 0; ... further rounds ...; fence (A').
 //   handler: read g; fence (B); find its own tid; claim its target (g -> g + 1) and
 //            decrement pending, waking the flusher when it reaches 0.
-// A target that never acknowledges is not waited for forever when it needs no barrier:
-// a thread that has exited, or one found not running (sleeping in the kernel: it passed a
-// full barrier when it was switched out and passes another when switched back in, which is
-// exactly the argument membarrier itself relies on). The flusher claims such a flag in the
-// handler's place; the claim is a compare-exchange, so each target is counted once. A thread that runs with the signal
-// blocked is waited for until it blocks in the kernel, unblocks the signal or exits.
+// A target that never acknowledges is not waited for forever when it needs no barrier; the
+// flusher then claims its flag in the handler's place (a compare-exchange, so each target is
+// counted once). When it needs none is membarrier's own argument (kernel/sched/membarrier.c,
+// Documentation/scheduler/membarrier.rst), which rests on the scheduler's barriers around
+// rq->curr, not on the task state:
+// - __schedule() executes a full barrier after the outgoing thread came from user space and
+//   before it stores rq->curr (rq_lock(); smp_mb__after_spinlock()), and another after storing
+//   rq->curr before the incoming thread returns to user space. So a thread that is off its
+//   CPU passed a full barrier after its last user-space access and passes another before its
+//   next one; membarrier(PRIVATE_EXPEDITED) reads each CPU's rq->curr after its own full
+//   barrier and interrupts only the CPUs running this process.
+// - palrt cannot read rq->curr. It reads /proc/<pid>/task/<tid>/syscall, which says
+//   "running" unless the kernel found the thread neither on a CPU nor queued to run, twice,
+//   under the thread's runqueue lock (task_current_syscall() -> wait_task_inactive()): the lock
+//   __schedule() holds around those barriers and the store to rq->curr. Taking it after the
+//   flusher's fence (A) orders the thread's switch-out, barrier included, before the check
+//   (its next user-space access would need a wake-up and a switch-in, which take the same
+//   locks after the check and pass the second barrier); fence (A') then orders the check
+//   before the flusher's later accesses.
+// - The task state (/proc/<tid>/stat, 'S' or 'D') proves neither: a thread sets it itself
+//   before it calls schedule() (set_current_state()), and returns to user space without
+//   switching out when the wait ends before it sleeps.
+// - A thread that has exited (gone from the task directory) executed a full barrier on its
+//   way out (exit_mm()'s mmput() is a fully ordered atomic) and runs no user code again.
+// Where the syscall file cannot be read (it belongs to root in a process that is not dumpable,
+// and a kernel without CONFIG_HAVE_ARCH_TRACEHOOK has none), nothing shows a thread off its
+// CPU. A thread that runs with the signal blocked is thus waited for until it is seen off
+// its CPU (asleep in the kernel), unblocks the signal or exits.
 //
 // Listing. The threads are read from /proc/<pid>/task, kept open, and what it lists must be
 // the ids tgkill takes, that is the ids of this process's own PID namespace:
@@ -246,23 +268,6 @@ int list_threads(round_state& s, std::vector<pid_t>& out) {
   }
 }
 
-// True when the thread is not on a CPU right now: sleeping (S, D, I), stopped, a zombie, or
-// gone from the task directory.
-bool thread_not_running(int dir_fd, pid_t tid) {
-  char name[32];
-  std::snprintf(name, sizeof name, "%d/stat", static_cast<int>(tid));
-  int fd = ::openat(dir_fd, name, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno == ENOENT;  // gone
-  char buf[512];
-  ssize_t n = ::read(fd, buf, sizeof buf - 1);
-  ::close(fd);
-  if (n <= 0) return false;
-  buf[n] = '\0';
-  const char* close_paren = std::strrchr(buf, ')');  // comm may contain spaces and parens
-  if (!close_paren || close_paren[1] != ' ') return false;
-  return close_paren[2] != 'R';
-}
-
 // After tgkill said ESRCH: whether the task directory agrees the thread is gone. It may not,
 // for an id that is not this namespace's; then the thread is left to the wait below.
 bool thread_gone(int dir_fd, pid_t tid) {
@@ -270,6 +275,25 @@ bool thread_gone(int dir_fd, pid_t tid) {
   std::snprintf(name, sizeof name, "%d", static_cast<int>(tid));
   struct stat st {};
   return ::fstatat(dir_fd, name, &st, 0) != 0 && errno == ENOENT;
+}
+
+// True when the kernel shows the thread needs no barrier (see the top of this file): found off
+// its CPU under its runqueue lock (its syscall file reads anything but "running"), or gone
+// from the task directory. False when nothing shows it, the syscall file unreadable included.
+bool thread_off_cpu(int dir_fd, pid_t tid) {
+  char name[32];
+  std::snprintf(name, sizeof name, "%d/syscall", static_cast<int>(tid));
+  int fd = ::openat(dir_fd, name, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT && thread_gone(dir_fd, tid);  // or a kernel without the file
+  char buf[16];
+  ssize_t n;
+  do {
+    n = ::read(fd, buf, sizeof buf);
+  } while (n < 0 && errno == EINTR);
+  ::close(fd);
+  // A blocked thread's line starts with its syscall number, or -1 outside a syscall.
+  constexpr char running[] = "running";
+  return n > 0 && !(static_cast<std::size_t>(n) >= sizeof running - 1 && std::memcmp(buf, running, sizeof running - 1) == 0);
 }
 
 // A flush that cannot reach every thread must not return as if it had: it aborts, saying why.
@@ -370,7 +394,7 @@ class signal_barrier final : public barrier_instance {
 
   void wait_for_acknowledgements(round_state& s, pid_t pid, target_table& t, std::size_t n, std::uint64_t g) {
     // Handlers normally answer within microseconds; past that, look for targets that need
-    // no barrier (exited, or not running) instead of waiting on them, and send again what
+    // no barrier (exited, or off their CPU) instead of waiting on them, and send again what
     // could not be sent.
     timespec slice{0, 200'000};
     for (;;) {
@@ -383,7 +407,7 @@ class signal_barrier final : public barrier_instance {
         // acquire: a target found claimed had its fence (B) done before the claim.
         if (e.armed.load(std::memory_order_acquire) != g) continue;
         if (unsent_[i]) unsent_[i] = !send(s, pid, t, i, g);
-        if (thread_not_running(s.task_dir, e.tid.load(std::memory_order_relaxed))) acknowledge(s, e, g);
+        if (thread_off_cpu(s.task_dir, e.tid.load(std::memory_order_relaxed))) acknowledge(s, e, g);
       }
       if (slice.tv_nsec < 50'000'000) slice.tv_nsec *= 2;
     }

@@ -39,11 +39,13 @@ std::optional<barrier_strategy> forced_strategy() {
                       std::string("PALRT_BARRIER=") + value + " is not one of membarrier, mprotect, signal");
 }
 
-// Only called for membarrier once registration succeeded.
-std::unique_ptr<barrier_instance> make(barrier_strategy s, bool automatic) {
+// Only called for membarrier once registration succeeded. A strategy that is no barrier on
+// this machine (mprotect off x86-64 or with INVLPGB) is refused whether it was chosen or
+// forced: forcing it must fail loudly, never hand out a barrier that does not reach every thread.
+std::unique_ptr<barrier_instance> make(barrier_strategy s) {
   switch (s) {
     case barrier_strategy::membarrier: return internal::make_membarrier_barrier(/*registered=*/true);
-    case barrier_strategy::mprotect: return internal::make_mprotect_barrier(automatic);
+    case barrier_strategy::mprotect: return internal::make_mprotect_barrier();
     case barrier_strategy::signal: return internal::make_signal_barrier();
   }
   throw barrier_error(EINVAL, std::generic_category(), "unknown barrier strategy");
@@ -119,7 +121,7 @@ const process_barrier_state& initialize(registration_mode mode, registration_cen
     if (*forced == barrier_strategy::membarrier && !st.registered)
       throw barrier_error(st.registration_error, std::generic_category(),
                           "PALRT_BARRIER=membarrier but registration failed");
-    chosen = make(*forced, /*automatic=*/false);
+    chosen = make(*forced);
     st.forced = true;
   } else {
     // First that works: membarrier (only if registered), mprotect, signal.
@@ -127,7 +129,7 @@ const process_barrier_state& initialize(registration_mode mode, registration_cen
     for (auto s : {barrier_strategy::membarrier, barrier_strategy::mprotect, barrier_strategy::signal}) {
       if (s == barrier_strategy::membarrier && !st.registered) continue;
       try {
-        chosen = make(s, /*automatic=*/true);
+        chosen = make(s);
         break;
       } catch (const barrier_error& e) {
         last = e;
@@ -195,7 +197,7 @@ namespace internal {
 std::unique_ptr<barrier_instance> process_barrier_access::make_instance(barrier_strategy s) {
   hold_barrier_locks_across_fork();
   if (s == barrier_strategy::membarrier) return make_membarrier_barrier(/*registered=*/false);
-  return make(s, /*automatic=*/false);
+  return make(s);
 }
 
 double process_barrier_access::measure_flush_cost_ns(barrier_instance& barrier, int flushes_per_round) {

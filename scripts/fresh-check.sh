@@ -5,7 +5,11 @@
 # developer's machine always has something installed that the scripts forgot to ask for
 # (CMake once hid a missing doctest lookup); a minbase root has only what Debian requires.
 #
-#   sudo scripts/fresh-check.sh
+#   sudo scripts/fresh-check.sh ['command args' ...]
+#
+# Each argument is one more command, run after the two in the same root and clone, its words
+# split on blanks (e.g. 'scripts/test.sh --only=slow': CI runs the slow suite this way, in the
+# release build the README's commands made, instead of building it again elsewhere).
 #
 # How: builds a `debootstrap --variant=minbase bookworm` root (the base packages are cached
 # in a tarball: made once with --make-tarball, then each run unpacks a fresh root from it
@@ -13,15 +17,16 @@
 # this repository's HEAD into /root/palrt (committed work only: uncommitted changes are not
 # part of the check), bind-mounts /proc, /sys and /dev, and runs the two commands with
 # chroot as root in a clean environment (env -i: HOME, PATH, LANG only). It prints PASS or
-# FAIL per command and exits 1 if either failed. The mounts are undone and the root removed
+# FAIL per command and exits 1 if any failed. The mounts are undone and the root removed
 # however the run ends (Ctrl-C and SIGTERM included); a run killed with SIGKILL is cleaned
 # up by the next one.
 #
 # Needs root, network access to the Debian mirror, and ~3 GB free in the cache folder (a
 # root grows to 1.7 GB; the tarball is 45 MB).
-# Installs debootstrap on this machine with apt-get if it is missing. A run takes 3-10
-# minutes on 2 cores (measured 3 on a quiet machine, 8 on a busy one; making the tarball the
-# first time adds under a minute): apt, the build, the startup benchmark and the suites.
+# Installs debootstrap on this machine with apt-get if it is missing. The two commands take
+# about 10 minutes on a quiet 2-core machine (apt; the release build, ~3.5 minutes of it; the
+# startup benchmark; the suites and the consumers, ~1.5), several times that on a busy one;
+# making the tarball the first time adds under a minute, and extra commands their own time.
 #
 #   FRESH_CHECK_CACHE=/var/cache/palrt-fresh-check   the base tarball, roots/ (each run's
 #                                                    root) and the lock
@@ -31,9 +36,11 @@
 #   FRESH_CHECK_MIRROR=URI Debian mirror for debootstrap (default: this machine's, from
 #                          /etc/apt/sources.list.d/*.sources or /etc/apt/sources.list)
 #
-# Exit status: 0 both commands passed, 1 a command failed (or the set-up did), 2 not root,
-# 130/143 interrupted.
+# Exit status: 0 every command passed, 1 a command failed, 2 not root, 3 the set-up failed
+# before any command ran (mirror, debootstrap, mounts: nothing was checked), 130/143
+# interrupted.
 set -euo pipefail
+commands=(scripts/run.sh scripts/test.sh "$@")
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "fresh-check: needs root (debootstrap, chroot and bind mounts); run: sudo $0" >&2
@@ -224,7 +231,18 @@ on_signal() {
   [ "$1" = HUP ] && exit 129
   exit 143
 }
-trap cleanup EXIT
+# A failure before the first command ran is the set-up's (exit 3): a caller can tell it from a
+# command that failed.
+commands_started=false
+on_exit() {
+  local status=$?
+  cleanup
+  if [ "$status" -ne 0 ] && ! $commands_started; then
+    echo "fresh-check: the set-up failed before any command ran (exit 3)" >&2
+    exit 3
+  fi
+}
+trap on_exit EXIT
 trap 'echo "fresh-check: failed (line $LINENO: $BASH_COMMAND)" >&2' ERR
 trap 'on_signal INT' INT
 trap 'on_signal TERM' TERM
@@ -392,15 +410,18 @@ mount --rbind /dev "$root/dev"
 mount --make-rslave "$root/dev"
 
 # ---------------------------------------------------------------------------------------
-# The README's two commands, from the clone, as root, in a clean environment.
+# The README's two commands (and the caller's), from the clone, as root, in a clean
+# environment.
 results=()
 failures=0
-for cmd in scripts/run.sh scripts/test.sh; do
+commands_started=true
+for cmd in "${commands[@]}"; do
   say "== $cmd (inside the root, from /root/palrt)"
   t=$SECONDS
   status=0
+  # shellcheck disable=SC2086  # a command's words, split on blanks as documented above
   run_step env -i HOME=/root PATH="$clean_path" LANG=C.UTF-8 \
-    chroot "$root" /bin/bash -c 'cd /root/palrt && exec "$@"' _ "$cmd" || status=$?
+    chroot "$root" /bin/bash -c 'cd /root/palrt && exec "$@"' _ $cmd || status=$?
   if [ "$status" -eq 0 ]; then
     line="PASS  $cmd ($(elapsed "$t"))"
   else
@@ -420,4 +441,4 @@ if [ "$failures" -gt 0 ]; then
   say "FAILED: $failures of ${#results[@]} commands"
   exit 1
 fi
-say "PASSED: both commands"
+say "PASSED: all ${#results[@]} commands"

@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 packages=(
   gcc g++ libc6-dev           # C (reference program, preload shim, seccomp helper) and C++20
   meson ninja-build pkg-config
+  cmake                       # palrt's CMake package (meson takes its version file from
+                              # CMake) and test.sh's find_package(palrt) host build
   libboost-thread-dev         # pal's thread factory
   libboost-dev                # palrt-bench invoke's asio baseline (headers only)
   doctest-dev                 # test suites

@@ -1,32 +1,50 @@
 #!/usr/bin/env bash
-# Builds palrt and runs its test suites ('default', and 'seccomp': the same suites with
-# membarrier denied, which must fall back and still pass).
+# Builds palrt and runs its test suites ('default'; and 'seccomp': the fallback cases of the
+# suites that touch membarrier, with membarrier denied, where palrt must fall back and pass).
 #
-#   scripts/test.sh              build/ (release)
+#   scripts/test.sh              release build in build/: suites, then the consumers (a host
+#                                built against palrt as a meson subproject, through pkg-config
+#                                and through CMake's find_package)
 #   scripts/test.sh --sanitize   also ASan+UBSan in build-asan/ and TSan in build-tsan/
-#   scripts/test.sh --slow       also registers and runs the 'slow' suite (long stress variants)
+#   scripts/test.sh --slow       also the 'slow' suite (long stress variants) in build/
+#   scripts/test.sh --only=STEP[,STEP...]
+#                                only these steps, in this order whatever the order given:
+#                                release, consumers, slow, asan, tsan. CI builds each
+#                                configuration once with it (.ci/run).
 #
-# Every build folder is tried even if an earlier one failed, so one run shows everything that
-# is broken; the last lines summarise, and the exit status is non-zero if anything failed.
+# Every step runs even if an earlier one failed, so one run shows everything that is broken;
+# each step prints its time, each build its suites' times, and the last lines summarise. The
+# exit status is non-zero if anything failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage="usage: scripts/test.sh [--sanitize] [--slow]"
-sanitize=false
-slow=false
+usage="usage: scripts/test.sh [--sanitize] [--slow] [--only=release,consumers,slow,asan,tsan]"
+all_steps=(release consumers slow asan tsan)
+declare -A wanted=([release]=1 [consumers]=1)
+only=""
 for arg in "$@"; do
   case $arg in
-    --sanitize) sanitize=true ;;
-    --slow) slow=true ;;
+    --sanitize) wanted[asan]=1; wanted[tsan]=1 ;;
+    --slow) wanted[slow]=1 ;;
+    --only=*) only=${arg#--only=} ;;
     -h|--help) echo "$usage"; exit 0 ;;
     *) echo "test.sh: unknown argument '$arg'" >&2; echo "$usage" >&2; exit 2 ;;
   esac
 done
-
-suites=(default seccomp)
-if $slow; then suites+=(slow); fi
-suite_args=()
-for s in "${suites[@]}"; do suite_args+=(--suite "$s"); done
+if [ -n "$only" ]; then
+  wanted=()
+  IFS=, read -ra listed <<<"$only"
+  for s in "${listed[@]}"; do
+    case " ${all_steps[*]} " in
+      *" $s "*) wanted[$s]=1 ;;
+      *) echo "test.sh: unknown step '$s' in --only" >&2; echo "$usage" >&2; exit 2 ;;
+    esac
+  done
+fi
+steps=()
+for s in "${all_steps[@]}"; do
+  if [ -n "${wanted[$s]:-}" ]; then steps+=("$s"); fi
+done
 
 # Stop at the first sanitizer report so it fails the test that caused it instead of scrolling
 # by. A caller's own settings come last, so they win.
@@ -35,6 +53,7 @@ export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN
 # tests/tsan.supp: reports from inside liburcu (uninstrumented), the cache benchmark's peer.
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
 
+started_all=$SECONDS
 scripts/setup.sh
 
 results=()
@@ -59,73 +78,121 @@ count_results() {
   tests_failed=$((tests_failed + all - ok - skipped))
 }
 
-# test_build <dir> <timeout multiplier> [meson -D options...]
+# Each suite's time in that log, slowest first, and their sum: where a build's suite time goes.
+suite_times() {
+  [ -f "$1" ] || return 0
+  sed -n 's/^{"name": "[^"/]*\/ \([^"]*\)".*"duration": \([0-9.]*\).*/\2 \1/p' "$1" | sort -rn |
+    awk '{ total += $1; line = line sprintf("%s%.1fs %s", NR > 1 ? ", " : "", $1, $2) }
+         END { if (NR) printf "   suite times (%.0fs in all): %s\n", total, line }'
+}
+
+# The release build: build/ is configured exactly as scripts/run.sh configures it, so switching
+# between the two never rebuilds. slow_tests only registers tests, so flipping it recompiles
+# nothing.
+release_options=(-Dbuildtype=release -Dstatic_runtime=true)
+# The sanitizer runtimes must be the process's first libraries, which needs the dynamic
+# libstdc++ (static_runtime=false) and shared objects with undefined sanitizer symbols
+# (b_lundef=false). debugoptimized keeps assertions on and gives reports line numbers.
+# Sanitized code runs slower, hence the longer test timeouts.
+asan_options=(-Dbuildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false -Dstatic_runtime=false)
+tsan_options=(-Dbuildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false -Dstatic_runtime=false)
+
+# test_build <name> <dir> <timeout multiplier> <suites> [meson -D options...]
 # Called as a condition, where bash ignores `set -e`, so each step handles its own failure.
 test_build() {
-  local dir=$1 multiplier=$2
-  shift 2
-  local started=$SECONDS
-  echo "== test.sh: $dir: build"
-  if ! scripts/build.sh "$dir" -Dslow_tests="$slow" "$@"; then
-    results+=("FAIL  $dir: build failed")
+  local name=$1 dir=$2 multiplier=$3 suites=$4
+  shift 4
+  local started=$SECONDS t
+  echo "== test.sh: $name: build $dir"
+  if ! scripts/build.sh "$dir" "$@"; then
+    results+=("FAIL  $name: build failed ($(elapsed $started))")
     return 1
   fi
-  echo "== test.sh: $dir: suites ${suites[*]}"
-  local status=0
-  meson test -C "$dir" --print-errorlogs --timeout-multiplier "$multiplier" \
-    "${suite_args[@]}" || status=$?
+  local built_in
+  built_in=$(elapsed $started)
+  echo "== test.sh: $name: build done in $built_in; suites: $suites"
+  local suite_args=() s status=0
+  for s in $suites; do suite_args+=(--suite "$s"); done
+  t=$SECONDS
+  meson test -C "$dir" --print-errorlogs --timeout-multiplier "$multiplier" "${suite_args[@]}" || status=$?
   count_results "$dir/meson-logs/testlog.json"
+  suite_times "$dir/meson-logs/testlog.json"
+  local timing="build $built_in, suites $(elapsed $t)"
   if [ "$status" -ne 0 ]; then
-    results+=("FAIL  $dir: tests failed ($(elapsed $started); log: $dir/meson-logs/testlog.txt)")
+    results+=("FAIL  $name: tests failed ($timing; log: $dir/meson-logs/testlog.txt)")
     return 1
   fi
-  results+=("PASS  $dir ($(elapsed $started))")
+  results+=("PASS  $name ($timing)")
 }
 
-# build/ is configured exactly as scripts/run.sh configures it, so switching between the two
-# never rebuilds.
-test_build build 1 -Dbuildtype=release -Dstatic_runtime=true || failures=$((failures + 1))
-
-# What a host does with palrt: use it as a meson subproject (examples/host), and install it
-# with its headers and pkg-config file and build against that. Both must build and run.
+# What a host does with palrt: install it (headers, libpalrt.a, palrt.pc, the CMake package)
+# and build the example host against that with pkg-config and with CMake's find_package, and
+# use it as a meson subproject (examples/host). Each must build and run. The subproject build
+# compiles the library once more, with no optimisation: it checks palrt's meson.build as a
+# subproject, not the code, which the suites have checked.
 consumers() {
-  local started=$SECONDS stage
+  local started=$SECONDS stage t step=""
   stage=$(mktemp -d)
-  trap 'rm -rf "$stage"' RETURN
-  echo "== test.sh: examples/host as a subproject, and an installed palrt through pkg-config"
-  meson setup "$stage/host-build" examples/host >/dev/null &&
-    meson compile -C "$stage/host-build" >/dev/null &&
-    "$stage/host-build/example-host" &&
-    meson install -C build --destdir "$stage/root" >/dev/null &&
+  trap 'rm -rf "$stage"; trap - RETURN' RETURN
+  echo "== test.sh: consumers: install build/, then examples/host through pkg-config, CMake and as a subproject"
+  consumer_step() {
+    local what=$1 t=$SECONDS
+    shift
+    step=$what
+    "$@" || return 1
+    echo "   $what: $(elapsed $t)"
+  }
+  install_palrt() {
+    scripts/build.sh build "${release_options[@]}" >/dev/null &&
+      meson install -C build --destdir "$stage/root" >/dev/null
+  }
+  pkgconfig_host() {
     PKG_CONFIG_SYSROOT_DIR="$stage/root" \
       PKG_CONFIG_PATH="$(find "$stage/root" -name palrt.pc -printf '%h\n' | head -n 1)" \
-      bash -c 'c++ -std=c++20 examples/host/host.cpp -o "$1/pkgconfig-host" $(pkg-config --cflags --libs palrt) &&
-               "$1/pkgconfig-host"' _ "$stage" || {
-    results+=("FAIL  consumers: examples/host or the installed pkg-config build failed")
-    return 1
+      bash -c 'c++ -std=c++20 examples/host/host.cpp -o "$1/pkgconfig-host" $(pkg-config --static --cflags --libs palrt) &&
+               "$1/pkgconfig-host"' _ "$stage"
   }
-  results+=("PASS  consumers: subproject and pkg-config ($(elapsed $started))")
+  cmake_host() {
+    local package
+    package=$(find "$stage/root" -name palrtConfig.cmake -printf '%h\n' | head -n 1)
+    [ -n "$package" ] || { echo "test.sh: the install has no palrtConfig.cmake" >&2; return 1; }
+    cmake -S examples/host -B "$stage/cmake-build" -G Ninja -Dpalrt_DIR="$package" >/dev/null &&
+      cmake --build "$stage/cmake-build" >/dev/null &&
+      "$stage/cmake-build/example-host"
+  }
+  subproject_host() {
+    meson setup "$stage/host-build" examples/host -Dbuildtype=plain >/dev/null &&
+      meson compile -C "$stage/host-build" >/dev/null &&
+      "$stage/host-build/example-host"
+  }
+  if ! { consumer_step "install" install_palrt &&
+         consumer_step "pkg-config host" pkgconfig_host &&
+         consumer_step "CMake host" cmake_host &&
+         consumer_step "subproject host" subproject_host; }; then
+    results+=("FAIL  consumers: $step failed ($(elapsed $started))")
+    return 1
+  fi
+  results+=("PASS  consumers: install, pkg-config, CMake, subproject ($(elapsed $started))")
 }
-consumers || failures=$((failures + 1))
 
-if $sanitize; then
-  # The sanitizer runtimes must be the process's first libraries, which needs the dynamic
-  # libstdc++ (static_runtime=false) and shared objects with undefined sanitizer symbols
-  # (b_lundef=false). debugoptimized keeps assertions on and gives reports line numbers.
-  # Sanitized code runs slower, hence the longer test timeouts.
-  test_build build-asan 2 -Dbuildtype=debugoptimized -Db_sanitize=address,undefined \
-    -Db_lundef=false -Dstatic_runtime=false || failures=$((failures + 1))
-  test_build build-tsan 4 -Dbuildtype=debugoptimized -Db_sanitize=thread \
-    -Db_lundef=false -Dstatic_runtime=false || failures=$((failures + 1))
-fi
+for s in "${steps[@]}"; do
+  case $s in
+    release) test_build release build 1 "default seccomp" "${release_options[@]}" -Dslow_tests=false ;;
+    consumers) consumers ;;
+    # The long stress variants in the release build: they reconfigure build/ only.
+    slow) test_build slow build 1 "slow" "${release_options[@]}" -Dslow_tests=true ;;
+    asan) test_build asan build-asan 2 "default seccomp" "${asan_options[@]}" ;;
+    tsan) test_build tsan build-tsan 4 "default seccomp" "${tsan_options[@]}" ;;
+  esac || failures=$((failures + 1))
+done
 
 echo
-echo "== test.sh summary (suites: ${suites[*]})"
+echo "== test.sh summary (steps: ${steps[*]}; $(elapsed $started_all) in all)"
 printf '   %s\n' "${results[@]}"
 if [ "$failures" -gt 0 ]; then
-  echo "test.sh: FAILED: $failures of ${#results[@]} builds"
+  echo "test.sh: FAILED: $failures of ${#results[@]} steps"
 else
-  echo "test.sh: PASSED: all ${#results[@]} builds"
+  echo "test.sh: PASSED: all ${#results[@]} steps"
 fi
 # The closing line: test executables run in all builds (the doctest counts are in the logs).
 echo "tests: $tests_passed passed, $tests_failed failed"

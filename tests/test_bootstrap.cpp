@@ -106,7 +106,7 @@ PALRT_FRESH_PROCESS(boot_under_rlimit_nproc) {
   return bootstrap_and_describe(startup::ordering::registered_first, startup::sync_worker_start::eager);
 }
 
-TEST_CASE("bootstrap: registered-first registers with one thread alive, then starts the services") {
+TEST_CASE("bootstrap: registered-first registers with one thread alive, then starts the services" * palrt::testing::fallback_case) {
   auto c = run_fresh("boot_registered_first");
   INFO(c.out, c.err);
   REQUIRE(c.exit_code == 0);
@@ -132,7 +132,7 @@ TEST_CASE("bootstrap: registered-first registers with one thread alive, then sta
   }
 }
 
-TEST_CASE("bootstrap: threads-first registers after its threads exist (the slow, old order)") {
+TEST_CASE("bootstrap: threads-first registers after its threads exist (the slow, old order)" * palrt::testing::fallback_case) {
   auto c = run_fresh("boot_threads_first");
   INFO(c.out, c.err);
   REQUIRE(c.exit_code == 0);
@@ -282,7 +282,7 @@ TEST_CASE("bootstrap: shutdown from two threads at once does the work once; both
   CHECK(has(c.out, "rounds=50 bad=0"));
 }
 
-TEST_CASE("bootstrap: no-membarrier never registers and uses a fallback barrier") {
+TEST_CASE("bootstrap: no-membarrier never registers and uses a fallback barrier" * palrt::testing::fallback_case) {
   auto c = run_fresh("boot_no_membarrier");
   INFO(c.out, c.err);
   REQUIRE(c.exit_code == 0);
@@ -316,7 +316,7 @@ TEST_CASE("bootstrap: under RLIMIT_NPROC the finalizer phase fails with EAGAIN a
   CHECK(has(c.out, "failed phase=finalizer errno=" + std::to_string(EAGAIN) + " palrt_threads_after=0"));
 }
 
-TEST_CASE("bootstrap: a barrier that cannot be set up fails the process-barrier phase before any thread") {
+TEST_CASE("bootstrap: a barrier that cannot be set up fails the process-barrier phase before any thread" * palrt::testing::fallback_case) {
   // Forcing membarrier where it is denied (seccomp variants), or contradicting the ordering.
   if (membarrier_available()) {
     auto c = run_fresh("boot_no_membarrier", run_options{{"PALRT_BARRIER=membarrier"}, {}});

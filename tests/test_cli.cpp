@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/json_string.hpp"
+#include "palrt/pal/internal/barrier_strategies.hpp"
 #include "palrt/pal/membarrier.hpp"
 #include "privileges.hpp"
 #include "kernel_support.hpp"
@@ -214,7 +215,7 @@ TEST_CASE("palrt-startup: --help and --version exit 0; the default run prints no
   CHECK(quiet.err.empty());
 }
 
-TEST_CASE("palrt-startup: the JSON report parses and has every field, for each order") {
+TEST_CASE("palrt-startup: the JSON report parses and has every field, for each order" * palrt::testing::fallback_case) {
   for (const std::string order : {"registered-first", "threads-first", "no-membarrier"}) {
     CAPTURE(order);
     json j = startup_json({"--order", order, "--threads", "2"});
@@ -308,7 +309,7 @@ TEST_CASE("palrt-startup: a startup failure exits 1 and names the phase and errn
   CHECK(r.err.find("EAGAIN") != std::string::npos);
 }
 
-TEST_CASE("palrt-startup doctor: a readable report of this machine, exit 0") {
+TEST_CASE("palrt-startup doctor: a readable report of this machine, exit 0" * palrt::testing::fallback_case) {
   auto r = run_process({artefact("PALRT_TEST_STARTUP"), "doctor"});
   INFO(r.out, r.err);
   CHECK(r.exit_code == 0);
@@ -324,13 +325,15 @@ TEST_CASE("palrt-startup doctor: a readable report of this machine, exit 0") {
   CHECK(shim.out.find("preload shim        loaded") != std::string::npos);
 }
 
-TEST_CASE("palrt-bench: bad arguments exit 2; barrier --quick --json parses with palrt beside its baselines") {
+// The tools' smoke runs: palrt-bench --smoke is the shortest run that still prints every row of
+// the report, so these prove its format and measure nothing.
+TEST_CASE("palrt-bench: bad arguments exit 2; barrier --smoke --json parses with palrt beside its baselines") {
   const char* bench = std::getenv("PALRT_TEST_BENCH");
   if (!bench) return;  // built with -Dbench=false
   auto bad = run_process({bench, "barrier", "--bogus"});
   CHECK(bad.exit_code == 2);
   CHECK(line_count(bad.err) == 1);
-  auto r = run_process({bench, "barrier", "--quick", "--json", "--threads", "1"}, {{}, {}, std::chrono::seconds(120)});
+  auto r = run_process({bench, "barrier", "--smoke", "--json", "--threads", "1"}, {{}, {}, std::chrono::seconds(120)});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   json j = json::parse(r.out);
@@ -347,18 +350,36 @@ TEST_CASE("palrt-bench: bad arguments exit 2; barrier --quick --json parses with
     variants.insert(row.at("variant").get<std::string>());
   }
   CHECK(variants.count("palrt") == 1);
-  CHECK(variants.count("mprotect") == 1);
+  // Where the trick is no barrier (arm64, INVLPGB) the strategy is refused and skipped.
+  CHECK(variants.count("mprotect") == (palrt::pal::internal::process_barrier_access::mprotect_unsuitable() ? 0 : 1));
   CHECK(variants.count("signal") == 1);
   if (membarrier_available()) CHECK(variants.count("raw-membarrier") == 1);
 }
 
-TEST_CASE("palrt-bench: handles --quick --json parses with palrt beside mutex-freelist and new-delete at 1 and 2 threads") {
+TEST_CASE("palrt-bench: barrier where membarrier is denied leaves out the bare syscall and measures the rest" *
+          palrt::testing::fallback_case) {
+  const char* bench = std::getenv("PALRT_TEST_BENCH");
+  if (!bench || membarrier_available()) return;  // built with -Dbench=false; nothing falls back
+  auto r = run_process({bench, "barrier", "--smoke", "--json", "--threads", "1"}, {{}, {}, std::chrono::seconds(120)});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.err.find("raw-membarrier") != std::string::npos);  // skipped, and says why
+  json j = json::parse(r.out);
+  CHECK(j.at("machine").at("barrier_strategy").get<std::string>() != "membarrier");
+  std::set<std::string> variants;
+  for (const auto& row : j.at("results")) variants.insert(row.at("variant").get<std::string>());
+  CHECK(variants.count("raw-membarrier") == 0);
+  CHECK(variants.count("palrt") == 1);
+  CHECK(variants.count("signal") == 1);
+}
+
+TEST_CASE("palrt-bench: handles --smoke --json parses with palrt beside mutex-freelist and new-delete at 1 and 2 threads") {
   const char* bench = std::getenv("PALRT_TEST_BENCH");
   if (!bench) return;  // built with -Dbench=false
   auto bad = run_process({bench, "handles", "--bogus"});
   CHECK(bad.exit_code == 2);
   CHECK(line_count(bad.err) == 1);
-  auto r = run_process({bench, "handles", "--quick", "--json"}, {{}, {}, std::chrono::seconds(120)});
+  auto r = run_process({bench, "handles", "--smoke", "--json"}, {{}, {}, std::chrono::seconds(120)});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   json j = json::parse(r.out);
@@ -387,13 +408,13 @@ TEST_CASE("palrt-bench: handles --quick --json parses with palrt beside mutex-fr
   CHECK(rows.size() == 12);
 }
 
-TEST_CASE("palrt-bench: cache --quick --json parses with palrt beside its designs, the peers and the no-map control") {
+TEST_CASE("palrt-bench: cache --smoke --json parses with palrt beside its designs, the peers and the no-map control") {
   const char* bench = std::getenv("PALRT_TEST_BENCH");
   if (!bench) return;  // built with -Dbench=false
   auto bad = run_process({bench, "cache", "--bogus"});
   CHECK(bad.exit_code == 2);
   CHECK(line_count(bad.err) == 1);
-  auto r = run_process({bench, "cache", "--quick", "--json"}, {{}, {}, std::chrono::seconds(120)});
+  auto r = run_process({bench, "cache", "--smoke", "--json"}, {{}, {}, std::chrono::seconds(120)});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   json j = json::parse(r.out);
@@ -430,13 +451,13 @@ TEST_CASE("palrt-bench: cache --quick --json parses with palrt beside its design
   CHECK(rows.size() == expected);
 }
 
-TEST_CASE("palrt-bench: finalizer --quick --json parses with drain, wait-pending and sustained, palrt alone") {
+TEST_CASE("palrt-bench: finalizer --smoke --json parses with drain, wait-pending and sustained, palrt alone") {
   const char* bench = std::getenv("PALRT_TEST_BENCH");
   if (!bench) return;  // built with -Dbench=false
   auto bad = run_process({bench, "finalizer", "--bogus"});
   CHECK(bad.exit_code == 2);
   CHECK(line_count(bad.err) == 1);
-  auto r = run_process({bench, "finalizer", "--quick", "--json"}, {{}, {}, std::chrono::seconds(120)});
+  auto r = run_process({bench, "finalizer", "--smoke", "--json"}, {{}, {}, std::chrono::seconds(120)});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   json j = json::parse(r.out);
@@ -465,7 +486,7 @@ TEST_CASE("palrt-bench: finalizer --quick --json parses with drain, wait-pending
   CHECK(rows.size() == 11);
 
   // --threads 2 measures only sustained, at 2 mutator threads.
-  r = run_process({bench, "finalizer", "--quick", "--json", "--threads", "2"}, {{}, {}, std::chrono::seconds(120)});
+  r = run_process({bench, "finalizer", "--smoke", "--json", "--threads", "2"}, {{}, {}, std::chrono::seconds(120)});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   j = json::parse(r.out);
@@ -476,10 +497,10 @@ TEST_CASE("palrt-bench: finalizer --quick --json parses with drain, wait-pending
   }
 }
 
-TEST_CASE("palrt-bench: invoke --quick --json parses with palrt beside condvar and asio, every case and metric") {
+TEST_CASE("palrt-bench: invoke --smoke --json parses with palrt beside condvar and asio, every case and metric") {
   const char* bench = std::getenv("PALRT_TEST_BENCH");
   if (!bench) return;  // built with -Dbench=false
-  auto r = run_process({bench, "invoke", "--quick", "--json"}, {{}, {}, std::chrono::seconds(120)});
+  auto r = run_process({bench, "invoke", "--smoke", "--json"}, {{}, {}, std::chrono::seconds(120)});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   json j = json::parse(r.out);
@@ -502,7 +523,7 @@ TEST_CASE("palrt-bench: invoke --quick --json parses with palrt beside condvar a
   CHECK(seen["wait-any-64"]["p50_ns"] == std::set<std::string>{"palrt"});
   CHECK(seen.size() == 3);
   // --threads counts the calling threads.
-  auto two = run_process({bench, "invoke", "--quick", "--json", "--threads", "2"}, {{}, {}, std::chrono::seconds(120)});
+  auto two = run_process({bench, "invoke", "--smoke", "--json", "--threads", "2"}, {{}, {}, std::chrono::seconds(120)});
   INFO(two.err);
   REQUIRE(two.exit_code == 0);
   const json with_two = json::parse(two.out);
@@ -550,7 +571,7 @@ TEST_CASE("palrt-bench: output that cannot be written exits 1 and says so on std
   if (!bench) return;  // built with -Dbench=false
   for (const auto kind : all_lost_stdouts) {
     for (const auto& args : std::vector<std::vector<std::string>>{
-             {"barrier", "--quick", "--threads", "1"}, {"--help"}, {"--version"}}) {
+             {"barrier", "--smoke", "--threads", "1"}, {"--help"}, {"--version"}}) {
       std::vector<std::string> argv{bench};
       argv.insert(argv.end(), args.begin(), args.end());
       const std::string what = joined(args) + " " + describe(kind);
@@ -593,14 +614,14 @@ TEST_CASE("--threads takes decimal digits only, in palrt-startup and palrt-bench
   if (!bench) return;  // built with -Dbench=false
   for (const auto& value : not_decimal) {
     CAPTURE(value);
-    // --quick: if a value were accepted, the run that follows stays short.
-    auto r = run_process({bench, "barrier", "--quick", "--threads", value}, {{}, {}, std::chrono::seconds(120)});
+    // --smoke: if a value were accepted, the run that follows stays short.
+    auto r = run_process({bench, "barrier", "--smoke", "--threads", value}, {{}, {}, std::chrono::seconds(120)});
     check_one_line_usage_error(r, "palrt-bench");
     CHECK(r.err.find("--threads") != std::string::npos);
   }
   for (const char* value : {"0", "257"}) {
     CAPTURE(value);
-    check_one_line_usage_error(run_process({bench, "barrier", "--quick", "--threads", value}), "palrt-bench");
+    check_one_line_usage_error(run_process({bench, "barrier", "--smoke", "--threads", value}), "palrt-bench");
   }
 }
 
@@ -634,8 +655,8 @@ TEST_CASE("palrt-bench: a long or multi-line bad value gives one short line, wha
   if (!bench) return;  // built with -Dbench=false
   for (const auto& value : hostile_values()) {
     for (const auto& args : std::vector<std::vector<std::string>>{
-             {"barrier", "--quick", "--threads", value}, {"--threads=" + value, "barrier", "--quick"}, {value},
-             {"barrier", value}, {"--" + value}, {"--json=" + value, "barrier", "--quick"}}) {
+             {"barrier", "--smoke", "--threads", value}, {"--threads=" + value, "barrier", "--smoke"}, {value},
+             {"barrier", value}, {"--" + value}, {"--json=" + value, "barrier", "--smoke"}}) {
       std::vector<std::string> argv{bench};
       argv.insert(argv.end(), args.begin(), args.end());
       CAPTURE(args.front().substr(0, 16));
@@ -695,7 +716,7 @@ TEST_CASE("palrt-startup: the sync worker starts lazily, as bootstrap()'s defaul
 
 // --- The C floor -----------------------------------------------------------------------------
 
-TEST_CASE("palrt-startup-reference: one thread by default, two with --threads 2, other arguments exit 2") {
+TEST_CASE("palrt-startup-reference: one thread by default, two with --threads 2, other arguments exit 2" * palrt::testing::fallback_case) {
   const std::string ref = artefact("PALRT_TEST_REFERENCE");
   // It needs membarrier: where seccomp denies it, it fails (exit 1) as it documents.
   const int expected = membarrier_available() ? 0 : 1;

@@ -28,7 +28,7 @@ PALRT_FRESH_PROCESS(membarrier_lifecycle) {
   return 0;
 }
 
-TEST_CASE("membarrier: an unknown command is EINVAL, reported as 'invalid'") {
+TEST_CASE("membarrier: an unknown command is EINVAL, reported as 'invalid'" * palrt::testing::fallback_case) {
   if (!membarrier_available()) {
     // Denied by seccomp or not built in: QUERY already fails, and so does everything else.
     CHECK(palrt_membarrier_call(1 << 30, 0) < 0);
@@ -73,7 +73,7 @@ TEST_CASE("membarrier: errno maps to a named reason") {
   CHECK(mb::describe(EPERM).find("seccomp") != std::string_view::npos);
 }
 
-TEST_CASE("membarrier: a seccomp filter's errno comes back as the named reason") {
+TEST_CASE("membarrier: a seccomp filter's errno comes back as the named reason" * palrt::testing::fallback_case) {
   // Set by the seccomp variants of the suites (tests/meson.build): membarrier is denied.
   const char* expected = std::getenv("PALRT_TEST_MEMBARRIER_DENIED");
   if (!expected) return;

@@ -252,25 +252,42 @@ PALRT_FRESH_PROCESS(automatic_choice) {
   return 0;
 }
 
-TEST_CASE("process barrier: no forbidden store-buffering outcome, for each strategy forced by PALRT_BARRIER") {
-  for (const std::string strategy : {"membarrier", "mprotect", "signal"}) {
-    CAPTURE(strategy);
-    // The child's own budget, plus time to start and report.
-    auto child = run_fresh("litmus_with_flush", {{"PALRT_BARRIER=" + strategy}, {}, litmus_budget() + std::chrono::seconds(30)});
-    REQUIRE_FALSE(child.timed_out);
-    INFO(child.out, child.err);
-    if (strategy == "membarrier" && !membarrier_available()) {
-      // Denied (seccomp) or absent: forcing it must fail loudly, not fall back silently.
-      CHECK(child.exit_code == 3);
-      CHECK(child.out.find("unavailable") != std::string::npos);
-      continue;
-    }
-    REQUIRE(child.exit_code != 3);
-    CHECK(child.out.find(std::string("strategy=") + strategy) != std::string::npos);
-    CHECK_MESSAGE(child.exit_code != 1, "forbidden outcome observed: " << child.out);
-    CHECK_MESSAGE(child.exit_code != 4, "the two sides never overlapped: " << child.out);
-    CHECK(child.exit_code == 0);
+// One strategy forced through PALRT_BARRIER, in a fresh process: no forbidden outcome where the
+// strategy works, and a loud refusal where it cannot (never a silent fallback).
+void check_forced_strategy_litmus(const std::string& strategy) {
+  CAPTURE(strategy);
+  // The child's own budget, plus time to start and report.
+  auto child = run_fresh("litmus_with_flush", {{"PALRT_BARRIER=" + strategy}, {}, litmus_budget() + std::chrono::seconds(30)});
+  REQUIRE_FALSE(child.timed_out);
+  INFO(child.out, child.err);
+  if (strategy == "membarrier" && !membarrier_available()) {
+    // Denied (seccomp) or absent: forcing it must fail loudly, not fall back silently.
+    CHECK(child.exit_code == 3);
+    CHECK(child.out.find("unavailable") != std::string::npos);
+    return;
   }
+  if (strategy == "mprotect" && pal::internal::process_barrier_access::mprotect_unsuitable()) {
+    // No barrier on this machine (arm64, INVLPGB): refused, as it must be.
+    CHECK(child.exit_code == 3);
+    CHECK(child.out.find("unavailable " + std::to_string(ENOTSUP)) != std::string::npos);
+    return;
+  }
+  REQUIRE(child.exit_code != 3);
+  CHECK(child.out.find(std::string("strategy=") + strategy) != std::string::npos);
+  CHECK_MESSAGE(child.exit_code != 1, "forbidden outcome observed: " << child.out);
+  CHECK_MESSAGE(child.exit_code != 4, "the two sides never overlapped: " << child.out);
+  CHECK(child.exit_code == 0);
+}
+
+// Split by what membarrier's availability changes: only forcing membarrier itself, so only
+// that case is a fallback case (the seccomp variants run it, not the other litmus runs again).
+TEST_CASE("process barrier: no forbidden store-buffering outcome with PALRT_BARRIER=membarrier, or a loud refusal" *
+          palrt::testing::fallback_case) {
+  check_forced_strategy_litmus("membarrier");
+}
+
+TEST_CASE("process barrier: no forbidden store-buffering outcome with PALRT_BARRIER=mprotect and =signal") {
+  for (const std::string strategy : {"mprotect", "signal"}) check_forced_strategy_litmus(strategy);
 }
 
 TEST_CASE("process barrier: the litmus test can fail: without the flush the forbidden outcome shows") {
@@ -287,22 +304,65 @@ TEST_CASE("process barrier: the litmus test can fail: without the flush the forb
   CHECK(o.forbidden > 0);
 }
 
-TEST_CASE("process barrier: prefers membarrier, falls back when it is denied, registering single-threaded") {
+TEST_CASE("process barrier: prefers membarrier, falls back when it is denied, registering single-threaded" * palrt::testing::fallback_case) {
   auto child = run_fresh("automatic_choice", {{"PALRT_BARRIER="}, {}});
   INFO(child.out, child.err);
   REQUIRE(child.exit_code == 0);
   if (membarrier_available()) {
     CHECK(child.out.find("strategy=membarrier registered=1 registration_error=0 threads=1 forced=0") !=
           std::string::npos);
-  } else {
-#if defined(__x86_64__)
-    CHECK(child.out.find("strategy=mprotect registered=0") != std::string::npos);
-#else
+  } else if (pal::internal::process_barrier_access::mprotect_unsuitable()) {
     CHECK(child.out.find("strategy=signal registered=0") != std::string::npos);
-#endif
+  } else {
+    CHECK(child.out.find("strategy=mprotect registered=0") != std::string::npos);
+  }
+  if (!membarrier_available()) {
     CHECK((child.out.find("registration_error=1 ") != std::string::npos ||   // EPERM
            child.out.find("registration_error=38 ") != std::string::npos));  // ENOSYS
   }
+}
+
+// What the mprotect check answers on arm64 or an x86 CPU with INVLPGB, installed through the
+// access class so that a machine where the trick works takes that path.
+const char* mprotect_unsuitable_here() noexcept { return "test: the CPU invalidates TLBs by broadcast"; }
+
+PALRT_FRESH_PROCESS(mprotect_where_unsuitable) {
+  using access = pal::internal::process_barrier_access;
+  access::set_mprotect_check(mprotect_unsuitable_here);
+  try {
+    access::make_instance(pal::barrier_strategy::mprotect);
+    std::printf("instance made\n");
+  } catch (const pal::barrier_error& e) {
+    std::printf("instance refused %d\n", e.code().value());
+  }
+  // PALRT_BARRIER decides: forced mprotect, or automatic selection (here without membarrier,
+  // whose registration would otherwise win before mprotect is considered).
+  try {
+    const auto& st = pal::initialize_process_barrier(pal::registration_mode::skip_membarrier);
+    std::printf("strategy=%s forced=%d\n", std::string(pal::to_string(st.strategy)).c_str(), st.forced);
+    return 0;
+  } catch (const pal::barrier_error& e) {
+    std::printf("unavailable %d %s\n", e.code().value(), e.what());
+    return 3;
+  }
+}
+
+TEST_CASE("process barrier: PALRT_BARRIER=mprotect is refused (ENOTSUP) where the trick is no barrier") {
+  auto child = run_fresh("mprotect_where_unsuitable", {{"PALRT_BARRIER=mprotect"}, {}});
+  INFO(child.out, child.err);
+  // Every grace period built on a barrier that does not reach every thread is unsound: forcing
+  // it must fail as loudly as forcing a strategy that cannot be set up at all.
+  CHECK(child.out.find("instance refused " + std::to_string(ENOTSUP)) != std::string::npos);
+  CHECK(child.exit_code == 3);
+  CHECK(child.out.find("unavailable " + std::to_string(ENOTSUP) + " test: the CPU invalidates TLBs by broadcast") !=
+        std::string::npos);
+}
+
+TEST_CASE("process barrier: automatic selection passes over mprotect where the trick is no barrier") {
+  auto child = run_fresh("mprotect_where_unsuitable", {{"PALRT_BARRIER="}, {}});
+  INFO(child.out, child.err);
+  REQUIRE(child.exit_code == 0);
+  CHECK(child.out.find("strategy=signal forced=0") != std::string::npos);
 }
 
 PALRT_FRESH_PROCESS(register_after_foreign_thread) {
@@ -364,6 +424,10 @@ PALRT_FRESH_PROCESS(signal_taken_by_host) {
 }
 
 TEST_CASE("process barrier: the mprotect strategy works where mlock is denied (RLIMIT_MEMLOCK 0)") {
+  if (const char* why = pal::internal::process_barrier_access::mprotect_unsuitable()) {
+    MESSAGE("skipped: " << why);
+    return;
+  }
   auto child = run_fresh("mprotect_without_mlock",
                          {[] {
                             auto env = palrt::testing::privilege_drop_env();
@@ -385,7 +449,7 @@ TEST_CASE("process barrier: the signal strategy refuses a signal the host alread
   CHECK(child.out.find("error=" + std::to_string(EBUSY)) != std::string::npos);
 }
 
-TEST_CASE("process barrier: reports the strategy it chose and what a flush costs") {
+TEST_CASE("process barrier: reports the strategy it chose and what a flush costs" * palrt::testing::fallback_case) {
   const auto& st = pal::initialize_process_barrier();
   CHECK(pal::parse_barrier_strategy(pal::to_string(st.strategy)) == st.strategy);
   CHECK(pal::process_barrier_state_if_initialized() == &st);
@@ -400,7 +464,7 @@ TEST_CASE("process barrier: a bad PALRT_BARRIER value is an error that names the
   CHECK(child.out.find(std::to_string(EINVAL)) != std::string::npos);
 }
 
-TEST_CASE("process barrier: each strategy instance flushes with busy threads running, and reports its kind") {
+TEST_CASE("process barrier: each strategy instance flushes with busy threads running, and reports its kind" * palrt::testing::fallback_case) {
   std::atomic<bool> stop{false};
   auto busy = pal::start_thread({"busy", 0}, [&] {
     while (!stop.load(std::memory_order_relaxed)) {
@@ -409,6 +473,10 @@ TEST_CASE("process barrier: each strategy instance flushes with busy threads run
   for (auto s : {pal::barrier_strategy::membarrier, pal::barrier_strategy::mprotect, pal::barrier_strategy::signal}) {
     CAPTURE(pal::to_string(s));
     if (s == pal::barrier_strategy::membarrier && !membarrier_available()) {
+      CHECK_THROWS_AS(pal::internal::process_barrier_access::make_instance(s), pal::barrier_error);
+      continue;
+    }
+    if (s == pal::barrier_strategy::mprotect && pal::internal::process_barrier_access::mprotect_unsuitable()) {
       CHECK_THROWS_AS(pal::internal::process_barrier_access::make_instance(s), pal::barrier_error);
       continue;
     }

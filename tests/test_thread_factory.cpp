@@ -75,7 +75,7 @@ PALRT_FRESH_PROCESS(factory_under_rlimit_nproc) {
   return 0;
 }
 
-TEST_CASE("thread factory: registers for membarrier before the process's first thread exists") {
+TEST_CASE("thread factory: registers for membarrier before the process's first thread exists" * palrt::testing::fallback_case) {
   auto child = run_fresh("factory_registers_first");
   INFO(child.out, child.err);
   REQUIRE(child.exit_code == 0);
@@ -85,7 +85,7 @@ TEST_CASE("thread factory: registers for membarrier before the process's first t
     CHECK(child.out.find("registered=0") != std::string::npos);
 }
 
-TEST_CASE("thread factory: the deferred policy (threads-first) leaves registration to the host") {
+TEST_CASE("thread factory: the deferred policy (threads-first) leaves registration to the host" * palrt::testing::fallback_case) {
   auto child = run_fresh("factory_deferred");
   INFO(child.out, child.err);
   REQUIRE(child.exit_code == 0);
@@ -93,7 +93,7 @@ TEST_CASE("thread factory: the deferred policy (threads-first) leaves registrati
   if (membarrier_available()) CHECK(child.out.find("pe=" + std::to_string(EPERM)) != std::string::npos);
 }
 
-TEST_CASE("thread factory: the never policy (no-membarrier) sets up a fallback barrier and does not register") {
+TEST_CASE("thread factory: the never policy (no-membarrier) sets up a fallback barrier and does not register" * palrt::testing::fallback_case) {
   auto child = run_fresh("factory_never");
   INFO(child.out, child.err);
   REQUIRE(child.exit_code == 0);

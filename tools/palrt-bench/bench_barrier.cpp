@@ -30,8 +30,6 @@
 #include <thread>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-
 #include <palrt/pal/internal/barrier_strategies.hpp>
 #include <palrt/pal/membarrier.hpp>
 #include <palrt/pal/process_barrier.hpp>
@@ -270,12 +268,11 @@ void run_barrier(const bench_settings& settings, bench_report& report) {
 
 }  // namespace
 
-bench_subcommand register_barrier(CLI::App& tool) {
-  CLI::App* command = tool.add_subcommand(
-      "barrier",
-      "FlushProcessWriteBuffers: palrt's barrier beside the bare membarrier syscall and the forced "
-      "mprotect and signal strategies, with 1 and 2 busy threads");
-  return {command, run_barrier};
+bench_component barrier_component() {
+  return {"barrier",
+          "FlushProcessWriteBuffers: palrt's barrier beside the bare membarrier syscall and the forced "
+          "mprotect and signal strategies, with 1 and 2 busy threads",
+          run_barrier};
 }
 
 }  // namespace palrt::bench

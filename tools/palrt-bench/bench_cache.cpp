@@ -55,8 +55,6 @@
 #include <string_view>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-
 #include <palrt/interop/identity_cache.hpp>
 #include <palrt/sync/read_section.hpp>
 #include <palrt/sync/typed_handles.hpp>
@@ -406,13 +404,12 @@ void run_cache(const bench_settings& settings, bench_report& report) {
 
 namespace palrt::bench {
 
-bench_subcommand register_cache(CLI::App& tool) {
-  CLI::App* command = tool.add_subcommand(
-      "cache",
-      "Interop identity cache: hits beside the cache's lock-based designs, tbb, libcuckoo and rculfhash, with 1 "
-      "and 2 threads (--threads N: 1 and N); counted hits; lookups and dead-entry removal under sustained "
-      "construction");
-  return {command, cache::run_cache};
+bench_component cache_component() {
+  return {"cache",
+          "Interop identity cache: hits beside the cache's lock-based designs, tbb, libcuckoo and rculfhash, with 1 "
+          "and 2 threads (--threads N: 1 and N); counted hits; lookups and dead-entry removal under sustained "
+          "construction",
+          cache::run_cache};
 }
 
 }  // namespace palrt::bench

@@ -46,8 +46,6 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-
 #include <palrt/sync/collector.hpp>
 #include <palrt/sync/finalizer_thread.hpp>
 #include <palrt/sync/handle_table.hpp>
@@ -455,12 +453,11 @@ void run_finalizer(const bench_settings& settings, bench_report& report) {
 
 }  // namespace
 
-bench_subcommand register_finalizer(CLI::App& tool) {
-  CLI::App* command = tool.add_subcommand(
-      "finalizer",
-      "Finalizer thread: drain throughput, wait_for_pending_finalizers() latency, and queue wait under "
-      "sustained construction with 1 and 2 mutator threads (palrt alone: no baseline)");
-  return {command, run_finalizer};
+bench_component finalizer_component() {
+  return {"finalizer",
+          "Finalizer thread: drain throughput, wait_for_pending_finalizers() latency, and queue wait under "
+          "sustained construction with 1 and 2 mutator threads (palrt alone: no baseline)",
+          run_finalizer};
 }
 
 }  // namespace palrt::bench

@@ -33,8 +33,6 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-
 #include <palrt/sync/handle_table.hpp>
 
 #include "bench_component.hpp"
@@ -278,12 +276,11 @@ void run_handles(const bench_settings& settings, bench_report& report) {
 
 }  // namespace
 
-bench_subcommand register_handles(CLI::App& tool) {
-  CLI::App* command = tool.add_subcommand(
-      "handles",
-      "GC-handle table: allocate + release pairs beside a mutex-protected free list and new/delete, "
-      "with 1 and 2 threads");
-  return {command, run_handles};
+bench_component handles_component() {
+  return {"handles",
+          "GC-handle table: allocate + release pairs beside a mutex-protected free list and new/delete, "
+          "with 1 and 2 threads",
+          run_handles};
 }
 
 }  // namespace palrt::bench

@@ -38,8 +38,6 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
-#include <CLI/CLI.hpp>
-
 #include <palrt/pal/thread_factory.hpp>
 #include <palrt/pal/wake_event.hpp>
 #include <palrt/sync/event.hpp>
@@ -525,12 +523,11 @@ void run_invoke(const bench_settings& settings, bench_report& report) {
 
 }  // namespace
 
-bench_subcommand register_invoke(CLI::App& tool) {
-  CLI::App* command = tool.add_subcommand(
-      "invoke",
-      "The sync manager's work queue: invoke round trip and post throughput beside a mutex+condvar queue "
-      "and boost::asio, and wait_any's wake-up latency over 64 events");
-  return {command, run_invoke};
+bench_component invoke_component() {
+  return {"invoke",
+          "The sync manager's work queue: invoke round trip and post throughput beside a mutex+condvar queue "
+          "and boost::asio, and wait_any's wake-up latency over 64 events",
+          run_invoke};
 }
 
 }  // namespace palrt::bench

@@ -1,6 +1,6 @@
 // palrt-bench: each palrt component measured beside its baselines in one run, in one format.
 //
-//   palrt-bench [--json] [--threads N] [--quick] <component>
+//   palrt-bench [--json] [--threads N] [--quick | --smoke] <component>
 //
 // The global options may also follow the component (`palrt-bench barrier --json`).
 // Exit status: 0 the report was printed; 1 the benchmark failed at run time (the message says
@@ -11,6 +11,7 @@
 #include <iostream>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -33,11 +34,17 @@ using namespace palrt::bench;
 // Every component, in roadmap order. A new component is bench_<component>.cpp, its
 // declaration in bench_component.hpp, and one line here.
 constexpr bench_registrar registry[] = {
-    register_barrier,
-    register_handles,
-    register_finalizer,
-    register_invoke,
-    register_cache,
+    barrier_component,
+    handles_component,
+    finalizer_component,
+    invoke_component,
+    cache_component,
+};
+
+// A component and the subcommand made for it.
+struct bench_subcommand {
+  bench_component component;
+  CLI::App* command;  // owned by the tool's CLI::App
 };
 
 using palrt::tools::one_line;
@@ -60,7 +67,10 @@ int main(int argc, char** argv) {
       tool.add_option("--threads", threads_text, "Measure this thread count instead of the component's own list (cache: 1 and this count, which its scaling target compares)")
           ->check(palrt::tools::count_in(1, 256))  // checked as text: CLI11 would read 010 as 8
           ->type_name("N");
-  tool.add_flag("--quick", settings.quick, "Short run for smoke tests: 3 repetitions of 20 ms instead of 7 of 200 ms");
+  tool.add_flag("--quick", settings.quick, "Short run for rough numbers: 3 repetitions of 20 ms instead of 7 of 200 ms");
+  tool.add_flag("--smoke", settings.smoke,
+                "Shortest run that still prints every row, for tests of the output: 1 repetition of 1 ms; the numbers "
+                "mean nothing");
   tool.set_version_flag("--version", "palrt-bench " PALRT_BENCH_VERSION);
   // Lets the global options follow the component. Subcommands copy this setting when they are
   // added, so it is set before the registry runs.
@@ -71,7 +81,11 @@ int main(int argc, char** argv) {
   tool.require_subcommand(0, 1);
 
   std::vector<bench_subcommand> components;
-  for (const bench_registrar add_component : registry) components.push_back(add_component(tool));
+  for (const bench_registrar describe : registry) {
+    bench_component c = describe();
+    CLI::App* command = tool.add_subcommand(c.name, c.description);
+    components.push_back({std::move(c), command});
+  }
 
   try {
     tool.parse(argc, argv);
@@ -82,6 +96,7 @@ int main(int argc, char** argv) {
     return bad_arguments(e.what(), argc, argv);
   }
   if (*threads_option) settings.threads = palrt::tools::parse_count(threads_text, 1, 256);
+  if (settings.smoke) settings.quick = true;  // what --quick shortens, --smoke shortens too
 
   const bench_subcommand* chosen = nullptr;
   for (const auto& c : components) {
@@ -106,7 +121,7 @@ int main(int argc, char** argv) {
 
   bench_report report(name);
   try {
-    chosen->run(settings, report);
+    chosen->component.run(settings, report);
   } catch (const usage_error& e) {
     return bad_arguments(e.what(), argc, argv);
   } catch (const std::exception& e) {

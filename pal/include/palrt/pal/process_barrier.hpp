@@ -18,7 +18,10 @@
 //               scheduler time slice (~4 ms) once threads outnumber CPUs: a preempted
 //               thread answers only when it runs again. Threads must not block the palrt
 //               signal (see below).
-// PALRT_BARRIER=membarrier|mprotect|signal forces one (read once, not under AT_SECURE).
+// PALRT_BARRIER=membarrier|mprotect|signal forces one (read once, not under AT_SECURE). A
+// forced strategy that cannot work here is an error, never a silent fallback: initialisation
+// throws barrier_error with its errno, ENOTSUP for mprotect where the trick is no barrier
+// (not x86-64, or a CPU with INVLPGB), exactly where automatic selection skips it.
 //
 // What the signal strategy means for the host's threads:
 // - Every flush runs a handler in every other thread. It is installed with SA_RESTART, so a
@@ -84,7 +87,9 @@ std::string_view to_string(barrier_strategy s) noexcept;
 std::optional<barrier_strategy> parse_barrier_strategy(std::string_view name) noexcept;
 
 // The signal the signal strategy uses (SIGRTMAX - 1). Blocking it in a thread makes
-// a flush wait until that thread unblocks it or exits.
+// a flush wait until that thread unblocks it, exits, or is seen asleep in the kernel
+// (/proc/<pid>/task/<tid>/syscall; a process that is not dumpable cannot read it, and there
+// a flush waits for a sleeping thread that blocks the signal until it wakes).
 int barrier_signal_number() noexcept;
 
 // Whether initialisation may register for membarrier. The startup orderings map onto this:
@@ -121,7 +126,8 @@ struct process_barrier_state {
 };
 
 // Thrown when no strategy can be set up, or when the forced one is unavailable.
-// code() carries the errno of the failure.
+// code() carries the errno of the failure (ENOTSUP: the forced strategy is no barrier on
+// this machine).
 class barrier_error : public std::system_error {
  public:
   using std::system_error::system_error;

@@ -22,9 +22,15 @@ class barrier_instance {
 // checks the kernel offers the commands and registers (the slow path if threads exist).
 std::unique_ptr<barrier_instance> make_membarrier_barrier(bool registered);
 
-// `automatic`: refuse where the trick is not known to be reliable (not x86-64, or the CPU
-// flushes TLBs by broadcast without IPIs), so only an explicit force uses it there.
-std::unique_ptr<barrier_instance> make_mprotect_barrier(bool automatic);
+// Why the mprotect trick is no barrier on this machine (not x86-64, or a CPU that invalidates
+// TLBs by broadcast without IPIs), or nullptr where it is one. The check a test installed with
+// process_barrier_access::set_mprotect_check(), if any, answers instead.
+const char* mprotect_barrier_unsuitable() noexcept;
+
+// Throws barrier_error ENOTSUP where mprotect_barrier_unsuitable() says why, whoever asks for
+// it: automatic selection, PALRT_BARRIER=mprotect and process_barrier_access alike, since a
+// barrier that does not reach every thread makes every grace period built on it unsound.
+std::unique_ptr<barrier_instance> make_mprotect_barrier();
 // The lock every mprotect instance's flush takes, for the fork handlers (process_barrier.cpp).
 std::mutex& mprotect_toggle_lock() noexcept;
 
@@ -48,6 +54,17 @@ class process_barrier_access {
   // The lock an mprotect instance's flush takes, held by the caller (fork tests hold it while
   // another thread forks). Throws std::invalid_argument for an instance of another strategy.
   static std::unique_lock<std::mutex> hold_flush_lock(barrier_instance& barrier);
+
+  // The machine check behind the mprotect strategy: why the trick is no barrier here, or
+  // nullptr. A check returns a static string.
+  using mprotect_check = const char* (*)() noexcept;
+  // Replaces that check for this process (nullptr restores the real one), so that a test on
+  // a machine where the trick works takes the path of one where it does not. Call it before
+  // the barrier is initialised or an instance is made; it changes no strategy already set up.
+  static void set_mprotect_check(mprotect_check check) noexcept;
+  // What the check answers now (the replacement, if one is set): tests choose their
+  // expectations from it.
+  static const char* mprotect_unsuitable() noexcept { return mprotect_barrier_unsuitable(); }
 };
 
 }  // namespace palrt::pal::internal
