@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // palrt's pthread_atfork() handlers and what they serve (palrt/pal/fork.hpp states the
 // contract, internal/fork_generation.hpp the mechanism).
 //

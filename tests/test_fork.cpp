@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // fork(): what a child may do with palrt (palrt/pal/fork.hpp). Each case runs in a fresh
 // process (this binary re-executed: a runtime is one per process, and which threads exist at
 // fork() is the point), which sets up the situation the case names, forks a child there and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A host's thread_local whose destructor runs code during its thread's exit, for the tests
 // that palrt's per-thread state (thread records, invoke contexts) still works then. Touched
 // before a thread's first use of palrt, it is made first and so destroyed after everything

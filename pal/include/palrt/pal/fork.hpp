@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // After fork(): what palrt's objects do in a child process.
 //
 // A child of a multithreaded process has one thread, the one that called fork(). The

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // palrt's fork() machinery behind the contract of palrt/pal/fork.hpp: the generation objects
 // are stamped with, the process-wide locks fork() holds, and the parent's state a child keeps
 // without touching it. One set of pthread_atfork() handlers (fork.cpp), installed by the
