@@ -28,8 +28,8 @@ class handle_table_phase final : public phase {
  public:
   std::string_view name() const noexcept override { return "handle-table"; }
   void start(runtime_services& s) override {
-    s.handle_table = std::make_unique<sync::handle_table>();
-    s.collector = std::make_unique<sync::collector>(*s.handle_table);
+    s.handle_table = std::make_unique<gc::handle_table>();
+    s.collector = std::make_unique<gc::collector>(*s.handle_table);
   }
   bool stop(runtime_services&, std::chrono::nanoseconds) noexcept override { return true; }
 };
@@ -38,7 +38,7 @@ class finalizer_phase final : public phase {
  public:
   std::string_view name() const noexcept override { return "finalizer"; }
   void start(runtime_services& s) override {
-    auto finalizer = std::make_unique<sync::finalizer_thread>(*s.collector);
+    auto finalizer = std::make_unique<gc::finalizer_thread>(*s.collector);
     finalizer->launch();
     s.finalizer = std::move(finalizer);
   }

@@ -15,17 +15,18 @@
 #include <vector>
 
 #include "palrt/pal/process_barrier.hpp"
-#include "palrt/sync/collector.hpp"
-#include "palrt/sync/finalizer_thread.hpp"
-#include "palrt/sync/handle_table.hpp"
-#include "palrt/sync/internal/grace_period.hpp"
-#include "palrt/sync/object.hpp"
-#include "palrt/sync/read_section.hpp"
-#include "palrt/sync/typed_handles.hpp"
+#include "palrt/gc/collector.hpp"
+#include "palrt/gc/finalizer_thread.hpp"
+#include "palrt/gc/handle_table.hpp"
+#include "palrt/gc/internal/grace_period.hpp"
+#include "palrt/gc/object.hpp"
+#include "palrt/gc/read_section.hpp"
+#include "palrt/gc/typed_handles.hpp"
 #include "scale.hpp"
 #include "subprocess.hpp"
 
-using namespace palrt::sync;
+using namespace palrt;
+using namespace palrt::gc;
 using namespace std::chrono_literals;
 
 namespace {
@@ -198,7 +199,7 @@ TEST_CASE_FIXTURE(fixture, "collector: read sections nest, and an idle thread do
 // must not pass a batch retired after it, even when no reader was in a section: a reader may
 // have opened its section after the scan and reached the batch before it was unlinked.
 TEST_CASE("grace period: a batch retired after a scan never passes it, even when the scan saw no reader") {
-  namespace gp = palrt::sync::internal;
+  namespace gp = palrt::gc::internal;
   const std::uint64_t retired_before = gp::retire_epoch();
   const std::uint64_t scan = gp::oldest_reader_epoch();  // no thread is in a section
   CHECK(scan > retired_before);  // what was retired before the scan passes
@@ -457,7 +458,7 @@ TEST_CASE("collector: without bootstrap(), the first collect() initialises the p
 TEST_CASE("collector: misuse is reported: an object made without make_object, a collector destroyed too early") {
   auto loose = palrt::testing::run_fresh("object_outside_make_object");
   CHECK(loose.term_signal == SIGABRT);
-  CHECK(loose.err.find("palrt: a palrt::sync::object was constructed outside make_object()") != std::string::npos);
+  CHECK(loose.err.find("palrt: a palrt::gc::object was constructed outside make_object()") != std::string::npos);
 
   // LeakSanitizer would count the deliberately kept state as a leak.
   auto early = palrt::testing::run_fresh("collector_destroyed_with_live_objects",

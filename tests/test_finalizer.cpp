@@ -12,15 +12,16 @@
 
 #include "palrt/pal/wake_event.hpp"
 #include "palrt/startup/bootstrap.hpp"
-#include "palrt/sync/collector.hpp"
-#include "palrt/sync/finalizer_thread.hpp"
-#include "palrt/sync/handle_table.hpp"
-#include "palrt/sync/internal/finalizer_thread_access.hpp"
-#include "palrt/sync/typed_handles.hpp"
+#include "palrt/gc/collector.hpp"
+#include "palrt/gc/finalizer_thread.hpp"
+#include "palrt/gc/handle_table.hpp"
+#include "palrt/gc/internal/finalizer_thread_access.hpp"
+#include "palrt/gc/typed_handles.hpp"
 #include "scale.hpp"
 #include "thread_state.hpp"
 
-using namespace palrt::sync;
+using namespace palrt;
+using namespace palrt::gc;
 using namespace std::chrono_literals;
 
 namespace {
@@ -397,7 +398,7 @@ TEST_CASE("finalizer: a blocking finalizer cannot hang shutdown; what was left i
     collector gc(table);
     finalizer_thread f(gc, finalizer_options{.batch = 1});
     f.start();
-    tid = palrt::sync::internal::finalizer_thread_access::thread(f).tid();
+    tid = palrt::gc::internal::finalizer_thread_access::thread(f).tid();
     make_object<blocking>(gc).reset();
     for (int i = 0; i < 5; ++i) make_object<counted>(gc).reset();
     gc.collect();

@@ -33,11 +33,11 @@
 #include "palrt/pal/process_barrier.hpp"
 #include "palrt/pal/wake_event.hpp"
 #include "palrt/startup/bootstrap.hpp"
-#include "palrt/sync/collector.hpp"
-#include "palrt/sync/finalizer_thread.hpp"
-#include "palrt/sync/handle_table.hpp"
-#include "palrt/sync/internal/handle_table_access.hpp"
-#include "palrt/sync/read_section.hpp"
+#include "palrt/gc/collector.hpp"
+#include "palrt/gc/finalizer_thread.hpp"
+#include "palrt/gc/handle_table.hpp"
+#include "palrt/gc/internal/handle_table_access.hpp"
+#include "palrt/gc/read_section.hpp"
 #include "palrt/sync/sync_manager.hpp"
 #include "subprocess.hpp"
 
@@ -131,11 +131,11 @@ bool throws_eshutdown(const char* what, const std::function<void()>& call) {
   return false;
 }
 
-const char* name_of(sync::pending_finalizers p) {
+const char* name_of(gc::pending_finalizers p) {
   switch (p) {
-    case sync::pending_finalizers::finalized: return "finalized";
-    case sync::pending_finalizers::timed_out: return "timed_out";
-    case sync::pending_finalizers::not_running: return "not_running";
+    case gc::pending_finalizers::finalized: return "finalized";
+    case gc::pending_finalizers::timed_out: return "timed_out";
+    case gc::pending_finalizers::not_running: return "not_running";
   }
   return "?";
 }
@@ -173,7 +173,7 @@ class holder {
   std::thread thread_;
 };
 
-struct plain : sync::object {};
+struct plain : gc::object {};
 
 }  // namespace
 
@@ -182,7 +182,7 @@ struct plain : sync::object {};
 PALRT_FRESH_PROCESS(fork_grace_period_with_reader_at_fork) {
   pal::wake_event inside, leave;
   std::thread reader([&] {
-    sync::read_section section;
+    gc::read_section section;
     inside.set();
     leave.wait();
   });
@@ -190,10 +190,10 @@ PALRT_FRESH_PROCESS(fork_grace_period_with_reader_at_fork) {
   run_child([] {
     // A collector of the child's own: its grace period must not wait for the parent's reader,
     // which does not exist here.
-    sync::handle_table table;
-    sync::collector collector(table);
-    { auto o = sync::make_object<plain>(collector); }
-    const sync::collection_report r = collector.collect();
+    gc::handle_table table;
+    gc::collector collector(table);
+    { auto o = gc::make_object<plain>(collector); }
+    const gc::collection_report r = collector.collect();
     std::printf("child: freed=%zu awaiting=%zu\n", r.freed, r.awaiting_grace_period);
     return r.freed == 1 && r.awaiting_grace_period == 0 ? 0 : 1;
   });
@@ -250,7 +250,7 @@ TEST_CASE("fork: in a child the parent's sync manager refuses post and invoke (E
 
 namespace {
 pal::wake_event* finalize_ran = nullptr;
-struct signals_finalize : sync::finalizable {
+struct signals_finalize : gc::finalizable {
   void finalize() override { finalize_ran->set(); }
 };
 }  // namespace
@@ -264,13 +264,13 @@ PALRT_FRESH_PROCESS(fork_bootstrap_in_child) {
       const int v = s.sync_manager->invoke(sync::work_priority::normal, [] { return 42; });
       pal::wake_event ran;
       finalize_ran = &ran;
-      { auto f = sync::make_object<signals_finalize>(*s.collector); }
+      { auto f = gc::make_object<signals_finalize>(*s.collector); }
       s.collector->collect();
-      const sync::pending_finalizers w = s.finalizer->wait_for_pending_finalizers(20s);
+      const gc::pending_finalizers w = s.finalizer->wait_for_pending_finalizers(20s);
       const startup::shutdown_report& r = mine->shutdown();
       std::printf("child: bootstrap ok invoke=%d finalizers=%s clean=%d forked_child=%d\n", v, name_of(w), r.clean(),
                   r.forked_child);
-      return v == 42 && w == sync::pending_finalizers::finalized && r.clean() && !r.forked_child ? 0 : 1;
+      return v == 42 && w == gc::pending_finalizers::finalized && r.clean() && !r.forked_child ? 0 : 1;
     } catch (const startup::startup_error& e) {
       std::printf("child: bootstrap failed: phase=%s %s\n", e.phase().c_str(), e.what());
       return 1;
@@ -301,7 +301,7 @@ TEST_CASE("fork: a child may bootstrap a runtime of its own while the parent's i
 namespace {
 pal::wake_event* finalizer_inside = nullptr;
 pal::wake_event* finalizer_leave = nullptr;
-struct blocks_in_finalize : sync::finalizable {
+struct blocks_in_finalize : gc::finalizable {
   void finalize() override {
     finalizer_inside->set();
     finalizer_leave->wait();
@@ -319,8 +319,8 @@ PALRT_FRESH_PROCESS(fork_finalizer_and_shutdown_in_child) {
   finalizer_leave = &leave;
   // At fork() the finalizer thread is inside a finalize() and another object waits for it.
   {
-    auto blocking = sync::make_object<blocks_in_finalize>(*s.collector);
-    auto queued = sync::make_object<signals_finalize>(*s.collector);
+    auto blocking = gc::make_object<blocks_in_finalize>(*s.collector);
+    auto queued = gc::make_object<signals_finalize>(*s.collector);
   }
   pal::wake_event ran;
   finalize_ran = &ran;
@@ -328,9 +328,9 @@ PALRT_FRESH_PROCESS(fork_finalizer_and_shutdown_in_child) {
   inside.wait();
   run_child([&rt, &s] {
     int wrong = 0;
-    const sync::pending_finalizers w = s.finalizer->wait_for_pending_finalizers(2s);
+    const gc::pending_finalizers w = s.finalizer->wait_for_pending_finalizers(2s);
     std::printf("child: wait_for_pending_finalizers=%s\n", name_of(w));
-    wrong += w != sync::pending_finalizers::not_running;
+    wrong += w != gc::pending_finalizers::not_running;
     wrong += !throws_forked_child_error("finalizer_thread::start", [&s] { s.finalizer->start(); });
     const startup::shutdown_report r = rt->shutdown();
     std::printf("child: shutdown forked_child=%d not_joined=%zu\n", r.forked_child, r.not_joined.size());
@@ -340,7 +340,7 @@ PALRT_FRESH_PROCESS(fork_finalizer_and_shutdown_in_child) {
     return wrong;
   });
   leave.set();
-  const bool finalized = s.finalizer->wait_for_pending_finalizers(20s) == sync::pending_finalizers::finalized;
+  const bool finalized = s.finalizer->wait_for_pending_finalizers(20s) == gc::pending_finalizers::finalized;
   return finalized && rt->shutdown().clean() ? 0 : 3;
 }
 
@@ -394,18 +394,18 @@ TEST_CASE("fork: a child forked while an mprotect barrier's flush held its lock 
 }
 
 PALRT_FRESH_PROCESS(fork_handle_kind_lock_held) {
-  using sync::handle_kind;
-  sync::handle_table table;
+  using gc::handle_kind;
+  gc::handle_table table;
   int target = 0;
-  const sync::gc_handle strong = table.allocate(handle_kind::strong, &target);  // fills this thread's cache
+  const gc::handle strong = table.allocate(handle_kind::strong, &target);  // fills this thread's cache
   {
-    holder h([&table] { return sync::internal::handle_table_access::hold_kind_lock(table, handle_kind::weak_long); });
+    holder h([&table] { return gc::internal::handle_table_access::hold_kind_lock(table, handle_kind::weak_long); });
     run_child([&] {
       int wrong = 0;
-      std::printf("child: target=%d\n", sync::handle_table::target(strong) == &target);
-      wrong += sync::handle_table::target(strong) != &target;
+      std::printf("child: target=%d\n", gc::handle_table::target(strong) == &target);
+      wrong += gc::handle_table::target(strong) != &target;
       // This thread's cache of strong slots serves it: no lock, so it works.
-      const sync::gc_handle more = table.allocate(handle_kind::strong, &target);
+      const gc::handle more = table.allocate(handle_kind::strong, &target);
       std::printf("child: cached allocate=%d\n", static_cast<bool>(more));
       wrong += !more;
       table.release(more);
@@ -432,7 +432,7 @@ TEST_CASE("fork: a child forked while a handle kind's lock was held gets forked_
 namespace {
 pal::wake_event* destructor_inside = nullptr;
 pal::wake_event* destructor_leave = nullptr;
-struct blocks_in_destructor : sync::object {
+struct blocks_in_destructor : gc::object {
   ~blocks_in_destructor() override {
     destructor_inside->set();
     destructor_leave->wait();
@@ -441,13 +441,13 @@ struct blocks_in_destructor : sync::object {
 }  // namespace
 
 PALRT_FRESH_PROCESS(fork_collector_lock_held) {
-  auto table = std::make_unique<sync::handle_table>();
-  auto collector = std::make_unique<sync::collector>(*table);
+  auto table = std::make_unique<gc::handle_table>();
+  auto collector = std::make_unique<gc::collector>(*table);
   pal::wake_event inside, leave;
   destructor_inside = &inside;
   destructor_leave = &leave;
-  auto kept = sync::make_object<plain>(*collector);
-  { auto dying = sync::make_object<blocks_in_destructor>(*collector); }
+  auto kept = gc::make_object<plain>(*collector);
+  { auto dying = gc::make_object<blocks_in_destructor>(*collector); }
   // collect() runs the destructor, under the collector's lock.
   std::thread collecting([&collector] { collector->collect(); });
   inside.wait();
@@ -481,17 +481,17 @@ TEST_CASE("fork: a child forked while a collection held the collector's lock get
 }
 
 namespace {
-struct proxy : sync::object, interop::wrapper_object {};
+struct proxy : gc::object, interop::wrapper_object {};
 }  // namespace
 
 PALRT_FRESH_PROCESS(fork_identity_bucket_lock_held) {
   auto rt = startup::bootstrap();
-  sync::collector& collector = *rt->services().collector;
+  gc::collector& collector = *rt->services().collector;
   auto cache = std::make_unique<interop::identity_cache>(collector);
   static int native_a, native_b;
-  auto make = [&collector](const void*) { return sync::make_object<proxy>(collector); };
-  sync::ref<proxy> a = cache->get_or_create<proxy>(&native_a, make);
-  const sync::gc_handle a_handle = interop::record_of(*a)->handle();
+  auto make = [&collector](const void*) { return gc::make_object<proxy>(collector); };
+  gc::ref<proxy> a = cache->get_or_create<proxy>(&native_a, make);
+  const gc::handle a_handle = interop::record_of(*a)->handle();
   {
     holder h([&cache] { return interop::internal::identity_cache_access::hold_bucket_lock(*cache, &native_b); });
     run_child([&] {

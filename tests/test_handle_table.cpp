@@ -16,14 +16,15 @@
 #include <thread>
 #include <vector>
 
-#include "palrt/sync/handle_table.hpp"
-#include "palrt/sync/internal/handle_table_access.hpp"
-#include "palrt/sync/owned_handle.hpp"
+#include "palrt/gc/handle_table.hpp"
+#include "palrt/gc/internal/handle_table_access.hpp"
+#include "palrt/gc/owned_handle.hpp"
 #include "scale.hpp"
 #include "subprocess.hpp"
 
-using namespace palrt::sync;
-using palrt::sync::internal::handle_table_access;
+using namespace palrt;
+using namespace palrt::gc;
+using palrt::gc::internal::handle_table_access;
 
 namespace {
 
@@ -44,10 +45,10 @@ std::size_t total(const handle_counters& c) {
 TEST_CASE("handle table: a handle holds its target until released, and counters follow each kind") {
   handle_table table;
   cell a, b, c;
-  gc_handle strong = table.allocate(handle_kind::strong, &a);
-  gc_handle weak = table.allocate(handle_kind::weak_short, &b);
-  gc_handle longw = table.allocate(handle_kind::weak_long, nullptr);
-  gc_handle dep = table.allocate(handle_kind::dependent, &a, &c);
+  gc::handle strong = table.allocate(handle_kind::strong, &a);
+  gc::handle weak = table.allocate(handle_kind::weak_short, &b);
+  gc::handle longw = table.allocate(handle_kind::weak_long, nullptr);
+  gc::handle dep = table.allocate(handle_kind::dependent, &a, &c);
   CHECK(handle_table::target(strong) == &a);
   CHECK(handle_table::target(weak) == &b);
   CHECK(handle_table::target(longw) == nullptr);
@@ -83,7 +84,7 @@ TEST_CASE("handle table: misuse of allocate is refused with a clear error, and n
 TEST_CASE("handle table: thousands of handles, distinct slots, blocks found by masking") {
   handle_table table;
   std::vector<cell> cells(5000);
-  std::vector<gc_handle> handles;
+  std::vector<gc::handle> handles;
   std::set<const void*> slots;
   for (auto& c : cells) {
     handles.push_back(table.allocate(handle_kind::weak_long, &c));
@@ -94,7 +95,7 @@ TEST_CASE("handle table: thousands of handles, distinct slots, blocks found by m
   const handle_counters n = table.counters();
   CHECK(n.handles[static_cast<std::size_t>(handle_kind::weak_long)] == cells.size());
   CHECK(n.blocks >= cells.size() / handle_table_access::slots_per_block());
-  for (gc_handle h : handles) table.release(h);
+  for (gc::handle h : handles) table.release(h);
   CHECK(total(table.counters()) == 0);
   // Released slots are reused before the table grows again.
   const std::size_t blocks = table.counters().blocks;
@@ -176,10 +177,10 @@ TEST_CASE("handle table: one collector at a time claims a table; a second claim 
 TEST_CASE("handle table: a handle released on another thread, and a thread's cache returned when it exits") {
   handle_table table;
   cell a;
-  std::vector<gc_handle> handles;
+  std::vector<gc::handle> handles;
   for (int i = 0; i < 100; ++i) handles.push_back(table.allocate(handle_kind::weak_short, &a));
   std::thread releaser([&] {
-    for (gc_handle h : handles) CHECK(table.release(h) == &a);
+    for (gc::handle h : handles) CHECK(table.release(h) == &a);
     // This thread's cache holds the slots now; its exit returns them to their blocks.
     CHECK(handle_table_access::cached_free_slots(table, handle_kind::weak_short) > 0);
   });
@@ -188,9 +189,9 @@ TEST_CASE("handle table: a handle released on another thread, and a thread's cac
   // The blocks have room again: another thread allocates without growing the table.
   const std::size_t blocks = table.counters().blocks;
   std::thread allocator([&] {
-    std::vector<gc_handle> again;
+    std::vector<gc::handle> again;
     for (int i = 0; i < 100; ++i) again.push_back(table.allocate(handle_kind::weak_short, &a));
-    for (gc_handle h : again) table.release(h);
+    for (gc::handle h : again) table.release(h);
   });
   allocator.join();
   CHECK(table.counters().blocks == blocks);
@@ -199,14 +200,14 @@ TEST_CASE("handle table: a handle released on another thread, and a thread's cac
 TEST_CASE("handle table: out of memory while growing is a clear error and loses nothing") {
   handle_table table;
   std::vector<cell> cells(3 * handle_table_access::slots_per_block());
-  std::vector<gc_handle> kept;
+  std::vector<gc::handle> kept;
   for (std::size_t i = 0; i < handle_table_access::slots_per_block(); ++i)
     kept.push_back(table.allocate(handle_kind::strong, &cells[i]));
   const handle_counters before = table.counters();
 
   // Allocate until the table must grow while growth fails.
   handle_table_access::fail_block_allocations(table, 1000);
-  std::vector<gc_handle> more;
+  std::vector<gc::handle> more;
   std::string message;
   try {
     for (std::size_t i = kept.size(); i < cells.size(); ++i) more.push_back(table.allocate(handle_kind::strong, &cells[i]));
@@ -222,11 +223,11 @@ TEST_CASE("handle table: out of memory while growing is a clear error and loses 
   // Other kinds fail the same way; the failure is not sticky once memory is back.
   CHECK_THROWS_AS(table.allocate(handle_kind::dependent, &cells[0], &cells[1]), handle_allocation_error);
   handle_table_access::fail_block_allocations(table, 0);
-  gc_handle h = table.allocate(handle_kind::strong, &cells.back());
+  gc::handle h = table.allocate(handle_kind::strong, &cells.back());
   CHECK(handle_table::target(h) == &cells.back());
   table.release(h);
-  for (gc_handle x : kept) table.release(x);
-  for (gc_handle x : more) table.release(x);
+  for (gc::handle x : kept) table.release(x);
+  for (gc::handle x : more) table.release(x);
   CHECK(total(table.counters()) == 0);
 }
 
@@ -234,7 +235,7 @@ TEST_CASE("handle table: out of memory while growing is a clear error and loses 
 PALRT_FRESH_PROCESS(release_twice) {
   handle_table table;
   int x = 0;
-  gc_handle h = table.allocate(handle_kind::weak_short, &x);
+  gc::handle h = table.allocate(handle_kind::weak_short, &x);
   table.release(h);
   table.release(h);
   return 0;
@@ -243,7 +244,7 @@ PALRT_FRESH_PROCESS(release_twice) {
 PALRT_FRESH_PROCESS(release_foreign_handle) {
   handle_table mine, theirs;
   int x = 0;
-  gc_handle h = theirs.allocate(handle_kind::strong, &x);
+  gc::handle h = theirs.allocate(handle_kind::strong, &x);
   mine.release(h);
   return 0;
 }
@@ -276,7 +277,7 @@ TEST_CASE("handle table: releasing twice, or a pointer that is no handle of this
 PALRT_FRESH_PROCESS(table_destroyed_with_handles) {
   int x = 7;
   auto table = std::make_unique<handle_table>();
-  gc_handle h = table->allocate(handle_kind::strong, &x);
+  gc::handle h = table->allocate(handle_kind::strong, &x);
   table->allocate(handle_kind::weak_long, &x);
   table.reset();  // says so, and keeps the blocks: h is still valid memory
   std::printf("%d\n", *static_cast<int*>(handle_table::target(h)));
@@ -301,7 +302,7 @@ TEST_CASE("handle table: threads allocating, releasing across threads and sweepi
   std::vector<std::vector<cell>> cells(threads, std::vector<cell>(per_round));
   for (auto& mine : cells)
     for (std::size_t i = 0; i < mine.size(); ++i) mine[i].alive = (i % 8) != 0;  // some die
-  std::vector<std::vector<gc_handle>> handoff(threads);
+  std::vector<std::vector<gc::handle>> handoff(threads);
   std::vector<std::mutex> handoff_lock(threads);
   std::atomic<long> wrong_target{0}, allocated{0}, released{0}, cleared_seen{0};
   std::atomic<bool> done{false};
@@ -312,7 +313,7 @@ TEST_CASE("handle table: threads allocating, releasing across threads and sweepi
   for (int t = 0; t < threads; ++t)
     workers.emplace_back([&, t] {
       for (int r = 0; r < rounds; ++r) {
-        std::vector<gc_handle> mine;
+        std::vector<gc::handle> mine;
         for (int i = 0; i < per_round; ++i) {
           mine.push_back(table.allocate(handle_kind::weak_short, &cells[t][i]));
           allocated.fetch_add(1);
@@ -334,12 +335,12 @@ TEST_CASE("handle table: threads allocating, releasing across threads and sweepi
           table.release(mine[i]);
           released.fetch_add(1);
         }
-        std::vector<gc_handle> theirs;
+        std::vector<gc::handle> theirs;
         {
           std::lock_guard lock(handoff_lock[t]);
           theirs.swap(handoff[t]);
         }
-        for (gc_handle h : theirs) {
+        for (gc::handle h : theirs) {
           table.release(h);
           released.fetch_add(1);
         }
@@ -349,7 +350,7 @@ TEST_CASE("handle table: threads allocating, releasing across threads and sweepi
   done = true;
   sweeper.join();
   for (int t = 0; t < threads; ++t)
-    for (gc_handle h : handoff[t]) {
+    for (gc::handle h : handoff[t]) {
       table.release(h);
       released.fetch_add(1);
     }

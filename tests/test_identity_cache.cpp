@@ -19,15 +19,16 @@
 #include "palrt/interop/internal/cache_state.hpp"
 #include "palrt/interop/internal/weak_object_table.hpp"
 #include "palrt/pal/wake_event.hpp"
-#include "palrt/sync/collector.hpp"
-#include "palrt/sync/finalizer_thread.hpp"
-#include "palrt/sync/handle_table.hpp"
-#include "palrt/sync/internal/handle_table_access.hpp"
-#include "palrt/sync/read_section.hpp"
+#include "palrt/gc/collector.hpp"
+#include "palrt/gc/finalizer_thread.hpp"
+#include "palrt/gc/handle_table.hpp"
+#include "palrt/gc/internal/handle_table_access.hpp"
+#include "palrt/gc/read_section.hpp"
 #include "scale.hpp"
 
 using namespace std::chrono_literals;
-using namespace palrt::sync;
+using namespace palrt;
+using namespace palrt::gc;
 using palrt::interop::cache_design;
 using palrt::interop::cache_options;
 using palrt::interop::identity_cache;
@@ -277,14 +278,14 @@ TEST_CASE("identity cache: a dead entry is replaced, and remove by a stale handl
     natives n(1);
     f.finalizer.stop();  // the old record must not retire before we try its handle
     ref<proxy> first = f.get<proxy>(n[0]);
-    const gc_handle first_handle = palrt::interop::record_of(*first)->handle();
+    const gc::handle first_handle = palrt::interop::record_of(*first)->handle();
     first.reset();  // dead; its entry is still there
     CHECK(!f.cache.try_get(n[0]));
     std::atomic<int> calls{0};
     ref<proxy> second = f.get<proxy>(n[0], &calls);
     CHECK(calls == 1);
     CHECK(f.cache.counters().dead_replaced == 1);
-    const gc_handle second_handle = palrt::interop::record_of(*second)->handle();
+    const gc::handle second_handle = palrt::interop::record_of(*second)->handle();
     CHECK(second_handle != first_handle);
     CHECK_FALSE(f.cache.remove(n[0], first_handle));  // stale: not the entry's handle
     CHECK(f.cache.try_get(n[0]).get() == second.get());
@@ -372,7 +373,7 @@ TEST_CASE("identity cache: bad input is refused and leaves the cache usable") {
     }  // the refused wrapper is freed with its collector
     // remove() of an identity never cached, or of a null handle.
     CHECK_FALSE(f.cache.remove(n[1], palrt::interop::record_of(*ok)->handle()));
-    CHECK_FALSE(f.cache.remove(n[0], gc_handle{}));
+    CHECK_FALSE(f.cache.remove(n[0], gc::handle{}));
     CHECK_FALSE(f.cache.remove(nullptr, palrt::interop::record_of(*ok)->handle()));
     CHECK(f.cache.try_get(n[0]).get() == ok.get());
     // Nothing leaked by the refused calls: after a collection only the two live wrappers remain.
@@ -685,18 +686,18 @@ TEST_CASE("identity cache: out of handles, get_or_create throws, inserts nothing
     fixture f({.design = d});
     natives n(3);
     // The record's weak handle cannot be allocated (a fresh table has no block yet).
-    palrt::sync::internal::handle_table_access::fail_block_allocations(f.table, 1000);
+    palrt::gc::internal::handle_table_access::fail_block_allocations(f.table, 1000);
     CHECK_THROWS_AS(f.get<proxy>(n[0]), handle_allocation_error);
     CHECK(!f.cache.try_get(n[0]));
-    palrt::sync::internal::handle_table_access::fail_block_allocations(f.table, 0);
+    palrt::gc::internal::handle_table_access::fail_block_allocations(f.table, 0);
     ref<proxy> first = f.get<proxy>(n[0]);  // now there is a weak block
     // A wrapper without the fields also needs a dependent handle for the side table: that
     // one fails under the bucket's lock, and the insert unwinds.
-    palrt::sync::internal::handle_table_access::fail_block_allocations(f.table, 1000);
+    palrt::gc::internal::handle_table_access::fail_block_allocations(f.table, 1000);
     CHECK_THROWS_AS(f.get<plain_proxy>(n[1]), handle_allocation_error);
     CHECK(!f.cache.try_get(n[1]));
     CHECK(f.cache.counters().entries == 1);
-    palrt::sync::internal::handle_table_access::fail_block_allocations(f.table, 0);
+    palrt::gc::internal::handle_table_access::fail_block_allocations(f.table, 0);
     ref<plain_proxy> second = f.get<plain_proxy>(n[1]);
     CHECK(f.cache.try_get(n[1]).get() == second.get());
     f.settle();

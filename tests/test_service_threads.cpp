@@ -12,10 +12,10 @@
 #include <thread>
 
 #include "palrt/pal/wake_event.hpp"
-#include "palrt/sync/collector.hpp"
-#include "palrt/sync/finalizer_thread.hpp"
-#include "palrt/sync/handle_table.hpp"
-#include "palrt/sync/internal/finalizer_thread_access.hpp"
+#include "palrt/gc/collector.hpp"
+#include "palrt/gc/finalizer_thread.hpp"
+#include "palrt/gc/handle_table.hpp"
+#include "palrt/gc/internal/finalizer_thread_access.hpp"
 #include "palrt/sync/internal/sync_manager_access.hpp"
 #include "palrt/sync/service_thread.hpp"
 #include "palrt/sync/sync_manager.hpp"
@@ -23,7 +23,7 @@
 
 using namespace palrt;
 using namespace std::chrono_literals;
-using palrt::sync::internal::finalizer_thread_access;
+using palrt::gc::internal::finalizer_thread_access;
 using palrt::sync::internal::service_thread_access;
 using palrt::sync::internal::sync_manager_access;
 using palrt::testing::eventually;
@@ -136,9 +136,9 @@ TEST_CASE("service thread: a restart after a detached overdue thread gets its ow
 }
 
 TEST_CASE("finalizer thread: named, started, asleep on its work event, woken by signal_work") {
-  sync::handle_table table;
-  sync::collector collector(table);
-  sync::finalizer_thread f(collector);
+  gc::handle_table table;
+  gc::collector collector(table);
+  gc::finalizer_thread f(collector);
   f.signal_work();  // before the start: nothing to wake, nothing breaks
   f.start();
   const auto& thread = finalizer_thread_access::thread(f);

@@ -48,12 +48,14 @@ using palrt::testing::eventually;
 namespace {
 
 // Keeps the worker inside one work item until release(): items posted meanwhile queue up.
+// The work item holds its own handles to both events: the gate may go out of scope while the
+// item is still returning from its wait, and the events must outlive that.
 class worker_gate {
  public:
   explicit worker_gate(sync::sync_manager& m) {
-    m.post(work_priority::high, [this] {
-      entered_.set();
-      sync::wait_one(release_);
+    m.post(work_priority::high, [entered = entered_, release = release_]() mutable {
+      entered.set();
+      sync::wait_one(release);
     });
     REQUIRE(sync::wait_one(entered_, 10s).status == wait_status::signalled);
   }

@@ -8,7 +8,7 @@
 //     -> retired batch (collect() only) -> freed.
 // A resurrected object leaves the lists; it comes back through the dead list when its count
 // reaches zero again.
-#include "palrt/sync/collector.hpp"
+#include "palrt/gc/collector.hpp"
 
 #include <sched.h>
 
@@ -19,10 +19,10 @@
 #include <thread>
 
 #include "palrt/pal/fork.hpp"
-#include "palrt/sync/internal/collector_state.hpp"
-#include "palrt/sync/internal/grace_period.hpp"
+#include "palrt/gc/internal/collector_state.hpp"
+#include "palrt/gc/internal/grace_period.hpp"
 
-namespace palrt::sync {
+namespace palrt::gc {
 
 namespace internal {
 
@@ -492,4 +492,4 @@ collector_counters collector::counters() const noexcept {
   return n;
 }
 
-}  // namespace palrt::sync
+}  // namespace palrt::gc

@@ -1,14 +1,14 @@
 // Objects of the embedded collector: construction through make_object, death, and the
 // finalization controls (suppress, reregister, resurrect).
-#include "palrt/sync/object.hpp"
+#include "palrt/gc/object.hpp"
 
 #include <cstdio>
 #include <cstdlib>
 
-#include "palrt/sync/collector.hpp"
-#include "palrt/sync/internal/collector_state.hpp"
+#include "palrt/gc/collector.hpp"
+#include "palrt/gc/internal/collector_state.hpp"
 
-namespace palrt::sync {
+namespace palrt::gc {
 
 namespace internal {
 namespace {
@@ -43,7 +43,7 @@ object::object() : collector_(internal::constructing) {
   internal::constructing = nullptr;
   if (!collector_) {
     std::fprintf(stderr,
-                 "palrt: a palrt::sync::object was constructed outside make_object(); its collector "
+                 "palrt: a palrt::gc::object was constructed outside make_object(); its collector "
                  "could never free it\n");
     std::abort();
   }
@@ -93,4 +93,4 @@ void reregister_for_finalize(finalizable& o) noexcept {
   static_cast<object&>(o).flags_.fetch_or(internal::finalization_registered, std::memory_order_relaxed);
 }
 
-}  // namespace palrt::sync
+}  // namespace palrt::gc

@@ -41,10 +41,10 @@
 #include <cstdio>
 
 #include "palrt/pal/compat.hpp"
-#include "palrt/sync/internal/grace_period.hpp"
-#include "palrt/sync/read_section.hpp"
+#include "palrt/gc/internal/grace_period.hpp"
+#include "palrt/gc/read_section.hpp"
 
-namespace palrt::sync::internal {
+namespace palrt::gc::internal {
 
 // Starts at 1: a record holding 0 is outside any section.
 std::atomic<std::uint64_t> global_epoch{1};
@@ -180,4 +180,4 @@ reader_census count_readers() noexcept {
   return c;
 }
 
-}  // namespace palrt::sync::internal
+}  // namespace palrt::gc::internal

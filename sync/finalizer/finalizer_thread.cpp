@@ -1,4 +1,4 @@
-#include "palrt/sync/finalizer_thread.hpp"
+#include "palrt/gc/finalizer_thread.hpp"
 
 #include <sched.h>
 
@@ -9,9 +9,9 @@
 #include "palrt/core/clock.h"
 #include "palrt/pal/fork.hpp"
 #include "palrt/pal/internal/fork_generation.hpp"
-#include "palrt/sync/internal/collector_state.hpp"
+#include "palrt/gc/internal/collector_state.hpp"
 
-namespace palrt::sync {
+namespace palrt::gc {
 
 namespace internal {
 
@@ -123,7 +123,7 @@ void finalizer_shared::record(std::exception_ptr error) {
 }  // namespace internal
 
 namespace {
-void wake_finalizer(void* thread) { static_cast<service_thread*>(thread)->wake(); }
+void wake_finalizer(void* thread) { static_cast<sync::service_thread*>(thread)->wake(); }
 }  // namespace
 
 namespace {
@@ -235,4 +235,4 @@ finalizer_counters finalizer_thread::counters() const {
   return c;
 }
 
-}  // namespace palrt::sync
+}  // namespace palrt::gc

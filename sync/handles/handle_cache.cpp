@@ -14,9 +14,9 @@
 #include <utility>
 #include <vector>
 
-#include "palrt/sync/internal/handle_block.hpp"
+#include "palrt/gc/internal/handle_block.hpp"
 
-namespace palrt::sync::internal {
+namespace palrt::gc::internal {
 
 namespace {
 
@@ -97,4 +97,4 @@ void unregister_table(std::uint64_t serial) noexcept {
   r.tables.erase(serial);
 }
 
-}  // namespace palrt::sync::internal
+}  // namespace palrt::gc::internal

@@ -14,7 +14,7 @@
 //     is allocated again by that thread, or returned to its block (clearing its bit, with
 //     release ordering so the marker store is visible to the next refill that claims it:
 //     A, paired with the acquire in refill, A').
-#include "palrt/sync/handle_table.hpp"
+#include "palrt/gc/handle_table.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -24,9 +24,9 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "palrt/sync/internal/handle_block.hpp"
+#include "palrt/gc/internal/handle_block.hpp"
 #include "palrt/pal/fork.hpp"
-#include "palrt/sync/internal/handle_table_access.hpp"
+#include "palrt/gc/internal/handle_table_access.hpp"
 
 #if !defined(NDEBUG) || defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define PALRT_HANDLE_CHECKS 1
@@ -34,7 +34,7 @@
 #define PALRT_HANDLE_CHECKS 0
 #endif
 
-namespace palrt::sync {
+namespace palrt::gc {
 
 const char* handle_kind_name(handle_kind kind) noexcept {
   switch (kind) {
@@ -277,7 +277,7 @@ void handle_table::release_collector(const void* owner) noexcept {
 }
 
 // Inlined into release(): the checks are a few compares of one cached line.
-[[gnu::always_inline]] inline handle_block* handle_table::block_of(gc_handle h, const char* operation) const noexcept {
+[[gnu::always_inline]] inline handle_block* handle_table::block_of(handle h, const char* operation) const noexcept {
   if (!h) misuse(operation, nullptr, "a null handle");
   const auto address = reinterpret_cast<std::uintptr_t>(h.slot_);
   handle_block* block = handle_block::of(h.slot_);
@@ -343,7 +343,7 @@ namespace {
 
 }  // namespace
 
-gc_handle handle_table::allocate_slow(handle_kind kind, void* target, void* secondary) {
+handle handle_table::allocate_slow(handle_kind kind, void* target, void* secondary) {
   const auto k = static_cast<std::size_t>(kind);
   if (k >= handle_kind_count) [[unlikely]]
     throw std::invalid_argument("palrt: handle_table::allocate: unknown handle kind");
@@ -361,10 +361,10 @@ gc_handle handle_table::allocate_slow(handle_kind kind, void* target, void* seco
     block->secondaries[block->index_of(slot)].store(secondary, std::memory_order_relaxed);
   }
   slot->store(target, std::memory_order_release);
-  return gc_handle(slot);
+  return handle(slot);
 }
 
-void* handle_table::release_slow(gc_handle h) noexcept {
+void* handle_table::release_slow(handle h) noexcept {
   handle_block* block = block_of(h, "release");
   // An exchange here, always: a dependent handle's old primary decides who drops its
   // secondary (the owner, or the sweep that cleared it), so exactly one of them may see it;
@@ -390,18 +390,18 @@ void* handle_table::release_slow(gc_handle h) noexcept {
   return old;
 }
 
-void* handle_table::secondary(gc_handle h) const noexcept {
+void* handle_table::secondary(handle h) const noexcept {
   handle_block* block = block_of(h, "secondary");
   return block->secondaries ? block->secondaries[block->index_of(h.slot_)].load(std::memory_order_acquire) : nullptr;
 }
 
-void handle_table::set_secondary(gc_handle h, void* secondary) const noexcept {
+void handle_table::set_secondary(handle h, void* secondary) const noexcept {
   handle_block* block = block_of(h, "set_secondary");
   if (!block->secondaries) misuse("set_secondary", h.slot_, "only a dependent handle has a secondary");
   block->secondaries[block->index_of(h.slot_)].store(secondary, std::memory_order_release);
 }
 
-handle_kind handle_table::kind(gc_handle h) const noexcept { return block_of(h, "kind")->kind; }
+handle_kind handle_table::kind(handle h) const noexcept { return block_of(h, "kind")->kind; }
 
 std::size_t handle_table::sweep(handle_kind kind, void* is_alive, predicate_fn alive, void* on_cleared,
                                 cleared_fn cleared) {
@@ -466,9 +466,9 @@ handle_counters handle_table::counters() const {
   return c;
 }
 
-}  // namespace palrt::sync
+}  // namespace palrt::gc
 
-namespace palrt::sync::internal {
+namespace palrt::gc::internal {
 
 void handle_table_access::fail_block_allocations(handle_table& table, int n) noexcept {
   table.state_->failing_allocations.store(n, std::memory_order_relaxed);
@@ -485,4 +485,4 @@ std::unique_lock<std::mutex> handle_table_access::hold_kind_lock(handle_table& t
   return std::unique_lock(table.state_->kinds[static_cast<std::size_t>(kind)].lock);
 }
 
-}  // namespace palrt::sync::internal
+}  // namespace palrt::gc::internal

@@ -34,7 +34,7 @@
 //
 // Why a replaced table is not freed under a reader. The reclaimer (reclaim_retired(), run by
 // an inserting writer after it dropped its bucket's lock) takes two steps:
-//   (R1) the scan, sync::internal::oldest_reader_epoch(): the global epoch (E in
+//   (R1) the scan, gc::internal::oldest_reader_epoch(): the global epoch (E in
 //        reader_epoch.cpp, acquire), the process-wide barrier, the readers' epochs; it
 //        returns the smaller of the epoch E read and the oldest reader's;
 //   (R2) the walk, under retired_lock_: a table whose tag (retired_at, from retire_epoch():
@@ -53,8 +53,8 @@
 
 #include "palrt/interop/internal/bucket_hash.hpp"
 #include "palrt/interop/internal/cache_state.hpp"
-#include "palrt/sync/internal/grace_period.hpp"
-#include "palrt/sync/read_section.hpp"
+#include "palrt/gc/internal/grace_period.hpp"
+#include "palrt/gc/read_section.hpp"
 
 namespace palrt::interop::internal {
 
@@ -72,7 +72,7 @@ unsigned bits_for(std::size_t buckets) {
 }
 
 // Under the lock, into a table nobody else writes: the first empty slot on the key's path.
-void place(bucket_table* t, const void* key, sync::gc_handle handle, std::uint64_t hash, unsigned bucket_bits) noexcept {
+void place(bucket_table* t, const void* key, gc::handle handle, std::uint64_t hash, unsigned bucket_bits) noexcept {
   std::size_t i = first_slot_of(hash, bucket_bits, t->slot_bits);
   while (t->entries()[i].key.load(std::memory_order_relaxed) != nullptr) i = (i + 1) & t->mask;
   bucket_table::entry& e = t->entries()[i];
@@ -133,7 +133,7 @@ bucket_table* bucket_map::make_room(std::size_t b, bucket_writer& w) {
     for (std::size_t i = 0; i <= t->mask; ++i) {
       const bucket_table::entry& e = t->entries()[i];
       const void* key = e.key.load(std::memory_order_relaxed);
-      if (key && key != tombstone() && sync::handle_table::target(e.handle.load(std::memory_order_relaxed)))
+      if (key && key != tombstone() && gc::handle_table::target(e.handle.load(std::memory_order_relaxed)))
         ++keep;
     }
   unsigned bits = min_slot_bits;
@@ -146,8 +146,8 @@ bucket_table* bucket_map::make_room(std::size_t b, bucket_writer& w) {
     for (std::size_t i = 0; i <= t->mask; ++i) {
       const bucket_table::entry& e = t->entries()[i];
       const void* key = e.key.load(std::memory_order_relaxed);
-      const sync::gc_handle handle = e.handle.load(std::memory_order_relaxed);
-      if (key && key != tombstone() && sync::handle_table::target(handle)) {
+      const gc::handle handle = e.handle.load(std::memory_order_relaxed);
+      if (key && key != tombstone() && gc::handle_table::target(handle)) {
         place(fresh, key, handle, fibonacci_hash(key), bucket_bits_);
         ++copied;
       }
@@ -160,7 +160,7 @@ bucket_table* bucket_map::make_room(std::size_t b, bucket_writer& w) {
     ++w.rebuilds;
     // B'' (reader_epoch.cpp): after (A) unlinked it; a scan (R1) whose E reads this
     // increment, or a later one, may pass it, and no earlier scan does.
-    t->retired_at = sync::internal::retire_epoch();
+    t->retired_at = gc::internal::retire_epoch();
     std::lock_guard<std::mutex> guard(retired_lock_);
     t->next_retired = retired_;
     retired_ = t;
@@ -170,7 +170,7 @@ bucket_table* bucket_map::make_room(std::size_t b, bucket_writer& w) {
   return fresh;
 }
 
-sync::ref<sync::object> bucket_map::insert(const void* identity, attach_fn attach, void* context) {
+gc::ref<gc::object> bucket_map::insert(const void* identity, attach_fn attach, void* context) {
   const std::uint64_t hash = fibonacci_hash(identity);
   const std::size_t b = bucket_of(hash, bucket_bits_);
   bucket_writer& w = writers_[b];
@@ -179,19 +179,19 @@ sync::ref<sync::object> bucket_map::insert(const void* identity, attach_fn attac
     std::lock_guard<std::mutex> lock(w.lock);
     // Opened under the lock, so that waiting for it does not hold up grace periods: the
     // targets looked at below are not freed while we use them.
-    sync::read_section section;
+    gc::read_section section;
     bucket_table* t = tables_[b].load(std::memory_order_relaxed);
     if (t) {
       const std::ptrdiff_t old = slot_of(t, identity, hash, bucket_bits_);
       if (old >= 0)
-        if (sync::ref<sync::object> winner = take_live_target(t->entries()[old].handle.load(std::memory_order_relaxed)))
+        if (gc::ref<gc::object> winner = take_live_target(t->entries()[old].handle.load(std::memory_order_relaxed)))
           return winner;
     }
     const std::uint64_t rebuilds_before = w.rebuilds;
     t = make_room(b, w);  // may throw std::bad_alloc: nothing changed
     reclaim_now = w.rebuilds != rebuilds_before && reclaim_due();
     const std::ptrdiff_t old = slot_of(t, identity, hash, bucket_bits_);  // may be gone now
-    const sync::gc_handle handle = attach(context);  // may throw: nothing changed
+    const gc::handle handle = attach(context);  // may throw: nothing changed
     if (old >= 0) {
       // release: a reader that sees the tombstone is past the entry (the record frees its
       // handle after this, see the top of this file).
@@ -208,7 +208,7 @@ sync::ref<sync::object> bucket_map::insert(const void* identity, attach_fn attac
   return {};
 }
 
-bool bucket_map::remove(const void* identity, sync::gc_handle handle) noexcept {
+bool bucket_map::remove(const void* identity, gc::handle handle) noexcept {
   const std::uint64_t hash = fibonacci_hash(identity);
   const std::size_t b = bucket_of(hash, bucket_bits_);
   bucket_writer& w = writers_[b];
@@ -238,7 +238,7 @@ void bucket_map::reclaim_retired() {
   // still holds, and what was retired after the scan, is freed by a later rebuild or by
   // close(). (R1): the scan; tables retired after it began are not below `oldest` (the top
   // of this file).
-  const std::uint64_t oldest = sync::internal::oldest_reader_epoch();
+  const std::uint64_t oldest = gc::internal::oldest_reader_epoch();
   // acquire: pairs with the release in identity_cache_access::watch_reclaims (the observer
   // is built before it is published).
   if (reclaim_observer* o = reclaim_observer_.load(std::memory_order_acquire)) [[unlikely]]

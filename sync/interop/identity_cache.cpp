@@ -13,8 +13,8 @@
 #include "palrt/interop/internal/locked_maps.hpp"
 #include "palrt/pal/cpu.hpp"
 #include "palrt/pal/fork.hpp"
-#include "palrt/sync/internal/collector_state.hpp"
-#include "palrt/sync/read_section.hpp"
+#include "palrt/gc/internal/collector_state.hpp"
+#include "palrt/gc/read_section.hpp"
 
 namespace palrt::interop {
 
@@ -58,20 +58,20 @@ void refuse_in_forked_child(const cache_state& s, const char* operation) {
   if (s.made.forked()) throw pal::forked_child_error(std::string("identity_cache::") + operation);
 }
 
-sync::collector& collector_of_this_process(sync::collector& c) {
-  if (sync::internal::collector_access::state(c)->made.forked())
+gc::collector& collector_of_this_process(gc::collector& c) {
+  if (gc::internal::collector_access::state(c)->made.forked())
     throw pal::forked_child_error("identity_cache: the collector");
   return c;
 }
 
 }  // namespace
 
-cache_state::cache_state(sync::collector& c, const cache_options& o, std::uint64_t cache_id)
+cache_state::cache_state(gc::collector& c, const cache_options& o, std::uint64_t cache_id)
     : collector(c), table(c.handles()), options(o), id(cache_id), map(make_map(o)) {}
 
 }  // namespace internal
 
-identity_cache::identity_cache(sync::collector& collector, cache_options options)
+identity_cache::identity_cache(gc::collector& collector, cache_options options)
     : id_(internal::next_cache_id()),
       state_(std::make_shared<internal::cache_state>(internal::collector_of_this_process(collector), options, id_)),
       dispatch_(options.dispatch) {
@@ -94,19 +94,19 @@ identity_cache::~identity_cache() {
 cache_design identity_cache::design() const noexcept { return state_->options.design; }
 std::size_t identity_cache::bucket_count() const noexcept { return state_->map->bucket_count(); }
 
-sync::object* identity_cache::find_slow(const void* identity) const noexcept {
+gc::object* identity_cache::find_slow(const void* identity) const noexcept {
   // The benchmark designs' find() locks: a miss in a fork()ed child.
   return state_->made.forked() ? nullptr : state_->map->find(identity);
 }
 
-bool identity_cache::remove(const void* identity, sync::gc_handle handle) noexcept {
+bool identity_cache::remove(const void* identity, gc::handle handle) noexcept {
   if (internal::is_reserved(identity) || !handle || state_->made.forked()) return false;
   if (!state_->map->remove(identity, handle)) return false;
   state_->removed.fetch_add(1, std::memory_order_relaxed);  // relaxed: a counter
   return true;
 }
 
-sync::ref<sync::object> identity_cache::get_or_create_erased(const void* identity, internal::factory_fn factory,
+gc::ref<gc::object> identity_cache::get_or_create_erased(const void* identity, internal::factory_fn factory,
                                                              void* context) {
   internal::refuse_in_forked_child(*state_, "get_or_create");
   if (internal::is_reserved(identity)) internal::throw_reserved("get_or_create", identity);
@@ -115,16 +115,16 @@ sync::ref<sync::object> identity_cache::get_or_create_erased(const void* identit
   // the same identity, from this or another thread).
   internal::made_wrapper made = factory(context, identity);
   if (!made.wrapper) internal::throw_invalid("get_or_create", "the factory returned no wrapper");
-  if (&sync::internal::object_access::table_of(*made.wrapper) != &state_->table)
+  if (&gc::internal::object_access::table_of(*made.wrapper) != &state_->table)
     internal::throw_invalid("get_or_create", "the factory returned an object of another collector");
 
   // The record and its weak handle are made before any lock is taken. Weak-long: it tracks
   // the wrapper through finalization, so that a wrapper its finalizer resurrects is still the
   // one its entry leads to (identity_cache.hpp, "Resurrection"). A hit never hands out a
   // wrapper that is dead meanwhile: the maps take only a count that is not zero.
-  sync::ref<wrapper_record> record = sync::make_object<wrapper_record>(
+  gc::ref<wrapper_record> record = gc::make_object<wrapper_record>(
       state_->collector, internal::record_key(), identity,
-      sync::owned_handle(state_->table, sync::handle_kind::weak_long, made.wrapper.get()), state_);
+      gc::owned_handle(state_->table, gc::handle_kind::weak_long, made.wrapper.get()), state_);
 
   // Under the identity's lock, once the map has found no live wrapper: link the record to
   // the wrapper (first registration wins) and say which handle the entry holds.
@@ -135,24 +135,24 @@ sync::ref<sync::object> identity_cache::get_or_create_erased(const void* identit
     wrapper_record* record;
     bool reused = false;  // the wrapper already had a record of this cache for this identity
   } link{this, identity, &made, record.get()};
-  auto attach = [](void* p) -> sync::gc_handle {
+  auto attach = [](void* p) -> gc::handle {
     auto& l = *static_cast<linking*>(p);
     wrapper_record* existing = nullptr;
     if (l.made->slots) {
       auto& field = internal::wrapper_access::record(*l.made->slots);
-      sync::internal::object_access::add_ref(*l.record);  // the field's reference, if it wins
+      gc::internal::object_access::add_ref(*l.record);  // the field's reference, if it wins
       // acq_rel: publishes the record's initialisation; on failure, acquire sees the winner's.
       if (field.compare_exchange_strong(existing, l.record, std::memory_order_acq_rel, std::memory_order_acquire)) {
         l.record->linked_ = true;
         return l.record->handle();
       }
-      sync::internal::object_access::release(*l.record);
+      gc::internal::object_access::release(*l.record);
     } else {
       internal::weak_object_table& side = internal::record_side_table();
       std::lock_guard<std::mutex> lock(side.lock_for(l.made->wrapper.get()));
-      sync::internal::object_access::add_ref(*l.record);  // a reference for the call (the entry takes its own)
-      const sync::ref<sync::object> value = sync::ref<wrapper_record>::adopt(l.record);
-      sync::ref<sync::object> winner = side.insert_locked(l.made->wrapper, value);
+      gc::internal::object_access::add_ref(*l.record);  // a reference for the call (the entry takes its own)
+      const gc::ref<gc::object> value = gc::ref<wrapper_record>::adopt(l.record);
+      gc::ref<gc::object> winner = side.insert_locked(l.made->wrapper, value);
       if (winner.get() == l.record) {
         l.record->side_table_key_ = l.made->wrapper.get();
         l.record->linked_ = true;
@@ -172,7 +172,7 @@ sync::ref<sync::object> identity_cache::get_or_create_erased(const void* identit
     return existing->handle();
   };
 
-  sync::ref<sync::object> winner;
+  gc::ref<gc::object> winner;
   try {
     winner = state_->map->insert(identity, attach, &link);
   } catch (...) {
@@ -189,14 +189,14 @@ sync::ref<sync::object> identity_cache::get_or_create_erased(const void* identit
   return std::move(made.wrapper);
 }
 
-sync::ref<sync::object> identity_cache::get_or_create_outbound_erased(sync::object* managed, wrapper_object* slots,
+gc::ref<gc::object> identity_cache::get_or_create_outbound_erased(gc::object* managed, wrapper_object* slots,
                                                                       internal::factory_fn factory, void* context,
                                                                       const void* argument) {
   internal::refuse_in_forked_child(*state_, "get_or_create_outbound");
   if (!managed) internal::throw_invalid("get_or_create_outbound", "no object");
   internal::made_wrapper made = factory(context, argument);  // no lock held
   if (!made.wrapper) internal::throw_invalid("get_or_create_outbound", "the factory returned no wrapper");
-  if (&sync::internal::object_access::table_of(*made.wrapper) != &sync::internal::object_access::table_of(*managed))
+  if (&gc::internal::object_access::table_of(*made.wrapper) != &gc::internal::object_access::table_of(*managed))
     internal::throw_invalid("get_or_create_outbound", "the wrapper and the object belong to different collectors");
 
   // Every publication of this cache for `managed` happens under this lock: the field's
@@ -210,17 +210,17 @@ sync::ref<sync::object> identity_cache::get_or_create_outbound_erased(sync::obje
     std::uint64_t current = owner.load(std::memory_order_relaxed);
     if (current == id_) return own(field.load(std::memory_order_relaxed));  // written under our lock
     if (current == 0 && owner.compare_exchange_strong(current, id_, std::memory_order_relaxed)) {
-      sync::internal::object_access::add_ref(*made.wrapper);  // the field's reference
+      gc::internal::object_access::add_ref(*made.wrapper);  // the field's reference
       // release: pairs with field_outbound()'s acquire (the claim and the wrapper's state).
       field.store(made.wrapper.get(), std::memory_order_release);
       return std::move(made.wrapper);
     }
   }
-  sync::internal::object_access::add_ref(*managed);  // the caller holds it: alive
-  return side.insert_locked(sync::ref<sync::object>::adopt(managed), made.wrapper);
+  gc::internal::object_access::add_ref(*managed);  // the caller holds it: alive
+  return side.insert_locked(gc::ref<gc::object>::adopt(managed), made.wrapper);
 }
 
-sync::ref<sync::object> identity_cache::try_get_outbound_erased(sync::object& managed, wrapper_object* slots) const {
+gc::ref<gc::object> identity_cache::try_get_outbound_erased(gc::object& managed, wrapper_object* slots) const {
   internal::refuse_in_forked_child(*state_, "try_get_outbound");
   internal::weak_object_table& side = state_->outbound;
   if (slots && internal::wrapper_access::outbound_cache_id(*slots).load(std::memory_order_relaxed) == id_) {

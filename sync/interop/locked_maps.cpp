@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "palrt/interop/internal/bucket_hash.hpp"
-#include "palrt/sync/read_section.hpp"
+#include "palrt/gc/read_section.hpp"
 
 namespace palrt::interop::internal {
 
@@ -28,24 +28,24 @@ rwlock_map::bucket& rwlock_map::bucket_for(const void* identity) const noexcept 
   return buckets_[bucket_of(fibonacci_hash(identity), bucket_bits_)];
 }
 
-sync::object* rwlock_map::find(const void* identity) const noexcept {
+gc::object* rwlock_map::find(const void* identity) const noexcept {
   bucket& b = bucket_for(identity);
   std::shared_lock<std::shared_mutex> lock(b.lock);
   auto it = b.entries.find(identity);
   return it == b.entries.end() ? nullptr : live_target(it->second);
 }
 
-sync::ref<sync::object> rwlock_map::insert(const void* identity, attach_fn attach, void* context) {
+gc::ref<gc::object> rwlock_map::insert(const void* identity, attach_fn attach, void* context) {
   bucket& b = bucket_for(identity);
   std::unique_lock<std::shared_mutex> lock(b.lock);
-  sync::read_section section;
+  gc::read_section section;
   auto it = b.entries.find(identity);
   if (it != b.entries.end())
-    if (sync::ref<sync::object> winner = take_live_target(it->second)) return winner;
+    if (gc::ref<gc::object> winner = take_live_target(it->second)) return winner;
   // Room first (may throw std::bad_alloc), so that nothing can fail after attach().
   if (it == b.entries.end()) it = b.entries.try_emplace(identity).first;
   const bool replacing = static_cast<bool>(it->second);
-  sync::gc_handle handle;
+  gc::handle handle;
   try {
     handle = attach(context);
   } catch (...) {
@@ -57,7 +57,7 @@ sync::ref<sync::object> rwlock_map::insert(const void* identity, attach_fn attac
   return {};
 }
 
-bool rwlock_map::remove(const void* identity, sync::gc_handle handle) noexcept {
+bool rwlock_map::remove(const void* identity, gc::handle handle) noexcept {
   bucket& b = bucket_for(identity);
   std::unique_lock<std::shared_mutex> lock(b.lock);
   if (b.closed) return false;
@@ -71,7 +71,7 @@ void rwlock_map::close() noexcept {
   for (std::size_t i = 0; i < bucket_count(); ++i) {
     std::unique_lock<std::shared_mutex> lock(buckets_[i].lock);
     buckets_[i].closed = true;
-    std::unordered_map<const void*, sync::gc_handle>().swap(buckets_[i].entries);
+    std::unordered_map<const void*, gc::handle>().swap(buckets_[i].entries);
   }
 }
 
@@ -97,25 +97,25 @@ pybind11_map::shard& pybind11_map::shard_for(const void* identity) const noexcep
   return shards_[pybind11_shard(identity, mask_)];
 }
 
-sync::object* pybind11_map::find(const void* identity) const noexcept {
+gc::object* pybind11_map::find(const void* identity) const noexcept {
   shard& s = shard_for(identity);
   std::lock_guard<std::mutex> lock(s.lock);
   auto [first, last] = s.entries.equal_range(identity);
   for (auto it = first; it != last; ++it)
-    if (sync::object* w = live_target(it->second)) return w;
+    if (gc::object* w = live_target(it->second)) return w;
   return nullptr;
 }
 
-sync::ref<sync::object> pybind11_map::insert(const void* identity, attach_fn attach, void* context) {
+gc::ref<gc::object> pybind11_map::insert(const void* identity, attach_fn attach, void* context) {
   shard& s = shard_for(identity);
   std::lock_guard<std::mutex> lock(s.lock);
-  sync::read_section section;
+  gc::read_section section;
   auto [first, last] = s.entries.equal_range(identity);
   for (auto it = first; it != last; ++it)
-    if (sync::ref<sync::object> winner = take_live_target(it->second)) return winner;
+    if (gc::ref<gc::object> winner = take_live_target(it->second)) return winner;
   // The multimap keeps one entry per registration; the dead ones for this identity go now.
-  auto fresh = s.entries.emplace(identity, sync::gc_handle{});  // may throw: nothing changed
-  sync::gc_handle handle;
+  auto fresh = s.entries.emplace(identity, gc::handle{});  // may throw: nothing changed
+  gc::handle handle;
   try {
     handle = attach(context);
   } catch (...) {
@@ -137,7 +137,7 @@ sync::ref<sync::object> pybind11_map::insert(const void* identity, attach_fn att
   return {};
 }
 
-bool pybind11_map::remove(const void* identity, sync::gc_handle handle) noexcept {
+bool pybind11_map::remove(const void* identity, gc::handle handle) noexcept {
   shard& s = shard_for(identity);
   std::lock_guard<std::mutex> lock(s.lock);
   if (s.closed) return false;
@@ -154,7 +154,7 @@ void pybind11_map::close() noexcept {
   for (std::size_t i = 0; i <= mask_; ++i) {
     std::lock_guard<std::mutex> lock(shards_[i].lock);
     shards_[i].closed = true;
-    std::unordered_multimap<const void*, sync::gc_handle>().swap(shards_[i].entries);
+    std::unordered_multimap<const void*, gc::handle>().swap(shards_[i].entries);
   }
 }
 

@@ -10,9 +10,9 @@ constexpr unsigned shard_bits = 4;  // 16 shards: first registrations of unrelat
 
 // Whether an entry still belongs to `key`: its primary is `key` and alive. A cleared entry
 // (the key died and was collected; its address may now be another object's) is stale.
-sync::ref<sync::object> live_value(const sync::dependent_handle<sync::object, sync::object>& handle,
-                                   const sync::object& key) {
-  sync::ref<sync::object> primary = handle.try_get_primary();
+gc::ref<gc::object> live_value(const gc::dependent_handle<gc::object, gc::object>& handle,
+                                   const gc::object& key) {
+  gc::ref<gc::object> primary = handle.try_get_primary();
   if (primary.get() != &key) return {};
   return handle.try_get_secondary();
 }
@@ -28,32 +28,32 @@ weak_object_table::shard& weak_object_table::shard_for(const void* key) const no
 
 std::mutex& weak_object_table::lock_for(const void* key) const noexcept { return shard_for(key).lock; }
 
-sync::ref<sync::object> weak_object_table::find(const sync::object& key) const {
+gc::ref<gc::object> weak_object_table::find(const gc::object& key) const {
   std::lock_guard<std::mutex> lock(lock_for(&key));
   return find_locked(key);
 }
 
-weak_object_table::entry_map::iterator weak_object_table::entry_of(shard& s, const sync::object& key) noexcept {
-  const collector_id collector = sync::internal::object_access::collector_of(key);
+weak_object_table::entry_map::iterator weak_object_table::entry_of(shard& s, const gc::object& key) noexcept {
+  const collector_id collector = gc::internal::object_access::collector_of(key);
   auto [it, end] = s.entries.equal_range(&key);
   for (; it != end; ++it)
     if (it->second.collector == collector) return it;  // the tag alone: nothing else is read
   return s.entries.end();
 }
 
-sync::ref<sync::object> weak_object_table::find_locked(const sync::object& key) const {
+gc::ref<gc::object> weak_object_table::find_locked(const gc::object& key) const {
   shard& s = shard_for(&key);
   auto it = entry_of(s, key);
-  return it == s.entries.end() ? sync::ref<sync::object>() : live_value(it->second.handle, key);
+  return it == s.entries.end() ? gc::ref<gc::object>() : live_value(it->second.handle, key);
 }
 
-sync::ref<sync::object> weak_object_table::insert_locked(const sync::ref<sync::object>& key,
-                                                         const sync::ref<sync::object>& value) {
+gc::ref<gc::object> weak_object_table::insert_locked(const gc::ref<gc::object>& key,
+                                                         const gc::ref<gc::object>& value) {
   shard& s = shard_for(key.get());
-  const collector_id collector = sync::internal::object_access::collector_of(*key);
+  const collector_id collector = gc::internal::object_access::collector_of(*key);
   auto it = entry_of(s, *key);
   if (it != s.entries.end()) {
-    if (sync::ref<sync::object> winner = live_value(it->second.handle, *key)) return winner;
+    if (gc::ref<gc::object> winner = live_value(it->second.handle, *key)) return winner;
     // Stale: the address belonged to an object of this collector that died. Its dependent
     // handle goes now (this collector, and so its table, is alive: we hold one of its objects).
     s.entries.erase(it);
@@ -62,7 +62,7 @@ sync::ref<sync::object> weak_object_table::insert_locked(const sync::ref<sync::o
     sweep(s, collector);
     s.sweep_at = 2 * s.entries.size() + 16;
   }
-  entry e{collector, sync::dependent_handle<sync::object, sync::object>(key, value), value.get()};  // may throw
+  entry e{collector, gc::dependent_handle<gc::object, gc::object>(key, value), value.get()};  // may throw
   s.entries.emplace(key.get(), std::move(e));  // may throw std::bad_alloc: e is released then
   return value;
 }

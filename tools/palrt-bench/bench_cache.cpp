@@ -56,8 +56,8 @@
 #include <vector>
 
 #include <palrt/interop/identity_cache.hpp>
-#include <palrt/sync/read_section.hpp>
-#include <palrt/sync/typed_handles.hpp>
+#include <palrt/gc/read_section.hpp>
+#include <palrt/gc/typed_handles.hpp>
 
 #include "bench_cache.hpp"
 #include "bench_component.hpp"
@@ -73,7 +73,7 @@ constexpr auto finalizer_timeout = std::chrono::seconds(10);
 void note_missed_lookup() noexcept { missed.fetch_add(1, std::memory_order_relaxed); }
 std::uint64_t missed_lookups() noexcept { return missed.load(std::memory_order_relaxed); }
 
-runtime::runtime(sync::collector_options options) : gc(table, options), finalizer(gc) { finalizer.start(); }
+runtime::runtime(gc::collector_options options) : gc(table, options), finalizer(gc) { finalizer.start(); }
 
 runtime::~runtime() {
   try {
@@ -89,8 +89,8 @@ void runtime::settle() {
   // drops its record; the next queues the record for its finalizer. A few more rounds cover
   // objects that a destructor or finalizer leaves dead.
   for (int round = 0; round < 8; ++round) {
-    const sync::collection_report r = gc.collect();
-    if (finalizer.wait_for_pending_finalizers(finalizer_timeout) != sync::pending_finalizers::finalized)
+    const gc::collection_report r = gc.collect();
+    if (finalizer.wait_for_pending_finalizers(finalizer_timeout) != gc::pending_finalizers::finalized)
       throw std::runtime_error("the finalizer thread did not finish its queue within 10 s");
     if (r.found_dead == 0 && r.awaiting_grace_period == 0) return;
   }
@@ -101,7 +101,7 @@ namespace {
 
 using interop::cache_design;
 using interop::identity_cache;
-using sync::ref;
+using gc::ref;
 
 constexpr const char* ns_per_op = "ns_per_op";
 constexpr int live_counts[] = {1, 8, 64, 1024};
@@ -117,11 +117,11 @@ std::string counted_case(int live) { return "get-or-create/live=" + std::to_stri
 // Makes the wrapper of an identity. Counts its calls: during a measurement a call means a
 // lookup missed.
 struct wrapper_factory {
-  sync::collector* gc;
+  gc::collector* gc;
   std::shared_ptr<std::atomic<std::uint64_t>> calls;
   ref<bench_wrapper> operator()(const void* identity) const {
     calls->fetch_add(1, std::memory_order_relaxed);
-    return sync::make_object<bench_wrapper>(*gc, identity);
+    return gc::make_object<bench_wrapper>(*gc, identity);
   }
 };
 
@@ -146,17 +146,17 @@ struct peer_world {
     rooted.reserve(identities.size());
     handles.reserve(identities.size());
     for (const void* id : identities) {
-      rooted.push_back(sync::make_object<bench_wrapper>(rt.gc, id));
-      handles.emplace_back(rooted.back(), sync::handle_kind::weak_long);
+      rooted.push_back(gc::make_object<bench_wrapper>(rt.gc, id));
+      handles.emplace_back(rooted.back(), gc::handle_kind::weak_long);
     }
   }
-  std::vector<sync::gc_handle> raw_handles() const {
-    std::vector<sync::gc_handle> raw;
+  std::vector<gc::handle> raw_handles() const {
+    std::vector<gc::handle> raw;
     for (const auto& h : handles) raw.push_back(h.raw());
     return raw;
   }
   std::vector<ref<bench_wrapper>> rooted;
-  std::vector<sync::weak_handle<bench_wrapper>> handles;
+  std::vector<gc::weak_handle<bench_wrapper>> handles;
 };
 
 measured_variant find_variant(std::shared_ptr<cache_world> world,
@@ -164,7 +164,7 @@ measured_variant find_variant(std::shared_ptr<cache_world> world,
                               std::shared_ptr<thread_team> team) {
   return hit_variant(interop::cache_design_name(world->cache.design()), std::move(identities), std::move(team),
                      [world](const void* id) {
-                       sync::read_section section;
+                       gc::read_section section;
                        return consume(world->cache.find(id));
                      });
 }

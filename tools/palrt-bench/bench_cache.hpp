@@ -21,10 +21,10 @@
 #include <palrt/interop/identity_cache.hpp>
 #include <palrt/interop/internal/bucket_hash.hpp>
 #include <palrt/interop/wrapper_object.hpp>
-#include <palrt/sync/collector.hpp>
-#include <palrt/sync/finalizer_thread.hpp>
-#include <palrt/sync/handle_table.hpp>
-#include <palrt/sync/object.hpp>
+#include <palrt/gc/collector.hpp>
+#include <palrt/gc/finalizer_thread.hpp>
+#include <palrt/gc/handle_table.hpp>
+#include <palrt/gc/object.hpp>
 
 #include "bench_component.hpp"
 #include "bench_thread_team.hpp"
@@ -39,7 +39,7 @@ namespace palrt::bench::cache {
 // The runtime a cache works in: a handle table, its collector and a running finalizer thread
 // (which finalizes the wrappers' records, and so removes the entries of dead wrappers).
 struct runtime {
-  explicit runtime(sync::collector_options options = {});
+  explicit runtime(gc::collector_options options = {});
   // Settles (below), then stops the finalizer thread.
   ~runtime();
   runtime(const runtime&) = delete;
@@ -49,9 +49,9 @@ struct runtime {
   // wrappers are freed, their records finalized (their entries removed) and freed.
   void settle();
 
-  sync::handle_table table;
-  sync::collector gc;
-  sync::finalizer_thread finalizer;
+  gc::handle_table table;
+  gc::collector gc;
+  gc::finalizer_thread finalizer;
 };
 
 // The four designs identity_cache offers, in the order of the table's columns (palrt first).
@@ -100,7 +100,7 @@ struct wrapper_fields {
 
 // The managed wrapper of an identity, the same type for every variant. It carries
 // wrapper_object's fields, so the identity_cache variants keep its record in the object.
-class bench_wrapper final : public sync::object, public wrapper_fields, public interop::wrapper_object {
+class bench_wrapper final : public gc::object, public wrapper_fields, public interop::wrapper_object {
  public:
   explicit bench_wrapper(const void* native) noexcept : wrapper_fields(native) {}
 };
@@ -138,11 +138,11 @@ inline std::size_t peer_hash(const void* identity) noexcept {
 // its (rooted) wrapper, which the peer's map stores; and the team that measures.
 struct peer_inputs {
   std::shared_ptr<const std::vector<const void*>> identities;
-  std::vector<sync::gc_handle> handles;  // handles[i]: the wrapper of (*identities)[i]
+  std::vector<gc::handle> handles;  // handles[i]: the wrapper of (*identities)[i]
   std::shared_ptr<thread_team> team;
 };
 
-// The peers (one file each). Each maps identity -> gc_handle, and its hit is the map's lookup,
+// The peers (one file each). Each maps identity -> gc::handle, and its hit is the map's lookup,
 // then handle_table::target() and consume(), the same work after the map as the
 // identity_cache's find().
 measured_variant tbb_hit_variant(const peer_inputs& inputs);

@@ -20,7 +20,7 @@ struct identity_hasher {
   std::size_t operator()(const void* identity) const noexcept { return peer_hash(identity); }
 };
 
-using cuckoo_map = libcuckoo::cuckoohash_map<const void*, sync::gc_handle, identity_hasher>;
+using cuckoo_map = libcuckoo::cuckoohash_map<const void*, gc::handle, identity_hasher>;
 
 }  // namespace
 
@@ -32,8 +32,8 @@ measured_variant libcuckoo_hit_variant(const peer_inputs& inputs) {
     if (!map->insert(ids[i], inputs.handles[i])) throw std::runtime_error("libcuckoo: an identity was inserted twice");
   }
   return hit_variant("libcuckoo", inputs.identities, inputs.team, [map](const void* id) {
-    sync::gc_handle h;
-    return consume(map->find(id, h) ? sync::handle_table::target(h) : nullptr);
+    gc::handle h;
+    return consume(map->find(id, h) ? gc::handle_table::target(h) : nullptr);
   });
 }
 

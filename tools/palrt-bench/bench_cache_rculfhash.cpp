@@ -48,7 +48,7 @@ void register_this_thread() {
 struct peer_node {
   cds_lfht_node node;
   const void* identity = nullptr;
-  sync::gc_handle handle;
+  gc::handle handle;
 };
 
 int match_identity(cds_lfht_node* node, const void* key) {
@@ -83,8 +83,8 @@ class lfht_map {
   lfht_map& operator=(const lfht_map&) = delete;
   ~lfht_map() { remove_all_and_destroy(); }
 
-  sync::gc_handle find(const void* identity) const noexcept {
-    sync::gc_handle h;
+  gc::handle find(const void* identity) const noexcept {
+    gc::handle h;
     rcu_read_lock();
     cds_lfht_iter iter;
     cds_lfht_lookup(table_, peer_hash(identity), match_identity, identity, &iter);
@@ -114,8 +114,8 @@ measured_variant rculfhash_hit_variant(const peer_inputs& inputs) {
   return hit_variant(
       "rculfhash", inputs.identities, inputs.team,
       [map](const void* id) {
-        const sync::gc_handle h = map->find(id);
-        return consume(h ? sync::handle_table::target(h) : nullptr);
+        const gc::handle h = map->find(id);
+        return consume(h ? gc::handle_table::target(h) : nullptr);
       },
       [] { register_this_thread(); });
 }

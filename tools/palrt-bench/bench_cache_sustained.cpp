@@ -59,7 +59,7 @@
 
 #include <palrt/interop/identity_cache.hpp>
 #include <palrt/pal/thread_factory.hpp>
-#include <palrt/sync/read_section.hpp>
+#include <palrt/gc/read_section.hpp>
 
 #include "bench_cache.hpp"
 #include "bench_latency.hpp"
@@ -71,7 +71,7 @@ namespace {
 
 using interop::cache_design;
 using interop::identity_cache;
-using sync::ref;
+using gc::ref;
 
 constexpr const char* sustained_case = "sustained";
 constexpr std::size_t rooted_count = 64;           // looked up; a power of two
@@ -90,7 +90,7 @@ struct design_rig {
         pool(pool_per_mutator * static_cast<std::size_t>(mutators)) {
     for (const void* id : rooted_ids.identities) {
       rooted.push_back(cache.get_or_create<bench_wrapper>(id, [this](const void* i) {
-        return sync::make_object<bench_wrapper>(rt.gc, i);
+        return gc::make_object<bench_wrapper>(rt.gc, i);
       }));
     }
   }
@@ -217,7 +217,7 @@ void mutate(design_rig& rig, mutator& m, int member, bench_clock::time_point unt
   bool made = false;
   auto factory = [&](const void* id) {  // not const: get_or_create takes the factory's address as void*
     made = true;
-    return sync::make_object<bench_wrapper>(rig.rt.gc, id);
+    return gc::make_object<bench_wrapper>(rig.rt.gc, id);
   };
   m.run.start = bench_clock::now();
   auto now = m.run.start;
@@ -249,7 +249,7 @@ void mutate(design_rig& rig, mutator& m, int member, bench_clock::time_point unt
       const void* id = rooted[(m.lookup_i++ + offset) & (rooted_count - 1)];
       const auto t0 = now;
       {
-        sync::read_section section;
+        gc::read_section section;
         consume(cache.find(id));
       }
       now = bench_clock::now();

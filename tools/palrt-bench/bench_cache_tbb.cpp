@@ -20,7 +20,7 @@ struct identity_hash_compare {
   static bool equal(const void* a, const void* b) noexcept { return a == b; }
 };
 
-using tbb_map = tbb::concurrent_hash_map<const void*, sync::gc_handle, identity_hash_compare>;
+using tbb_map = tbb::concurrent_hash_map<const void*, gc::handle, identity_hash_compare>;
 
 }  // namespace
 
@@ -32,12 +32,12 @@ measured_variant tbb_hit_variant(const peer_inputs& inputs) {
     if (!map->insert({ids[i], inputs.handles[i]})) throw std::runtime_error("tbb: an identity was inserted twice");
   }
   return hit_variant("tbb", inputs.identities, inputs.team, [map](const void* id) {
-    sync::gc_handle h;
+    gc::handle h;
     {
       tbb_map::const_accessor entry;
       if (map->find(entry, id)) h = entry->second;
     }
-    return consume(h ? sync::handle_table::target(h) : nullptr);
+    return consume(h ? gc::handle_table::target(h) : nullptr);
   });
 }
 

@@ -46,12 +46,12 @@
 #include <string>
 #include <vector>
 
-#include <palrt/sync/collector.hpp>
-#include <palrt/sync/finalizer_thread.hpp>
-#include <palrt/sync/handle_table.hpp>
-#include <palrt/sync/internal/finalizer_thread_access.hpp>
-#include <palrt/sync/object.hpp>
-#include <palrt/sync/typed_handles.hpp>
+#include <palrt/gc/collector.hpp>
+#include <palrt/gc/finalizer_thread.hpp>
+#include <palrt/gc/handle_table.hpp>
+#include <palrt/gc/internal/finalizer_thread_access.hpp>
+#include <palrt/gc/object.hpp>
+#include <palrt/gc/typed_handles.hpp>
 
 #include "bench_affinity.hpp"
 #include "bench_component.hpp"
@@ -64,12 +64,12 @@ namespace palrt::bench {
 
 namespace {
 
-using palrt::sync::collector;
-using palrt::sync::finalizable;
-using palrt::sync::finalizer_thread;
-using palrt::sync::make_object;
-using palrt::sync::pending_finalizers;
-using palrt::sync::ref;
+using palrt::gc::collector;
+using palrt::gc::finalizable;
+using palrt::gc::finalizer_thread;
+using palrt::gc::make_object;
+using palrt::gc::pending_finalizers;
+using palrt::gc::ref;
 
 constexpr const char* drain_case = "drain";
 constexpr const char* wait_case = "wait-pending";
@@ -159,7 +159,7 @@ class sustained_object final : public finalizable {
  public:
   explicit sustained_object(sustained_context& c) noexcept : context_(c) {}
   std::int64_t died_ns = 0;  // written before the last reference is dropped
-  palrt::sync::weak_handle<sustained_object> entry;
+  palrt::gc::weak_handle<sustained_object> entry;
 
  protected:
   void finalize() override {
@@ -176,14 +176,14 @@ class sustained_object final : public finalizable {
 // --- the runtime the cases share ---
 
 struct finalizer_rig {
-  palrt::sync::handle_table table;
+  palrt::gc::handle_table table;
   collector gc{table};
   finalizer_thread finalizer{gc};
 
   finalizer_rig() { finalizer.start(); }
 
   pid_t finalizer_tid() const noexcept {
-    return palrt::sync::internal::finalizer_thread_access::thread(finalizer).tid();
+    return palrt::gc::internal::finalizer_thread_access::thread(finalizer).tid();
   }
 
   // Puts the finalizer thread on `cpu` (it runs where the scheduler puts it otherwise).
@@ -337,7 +337,7 @@ void run_sustained(finalizer_rig& rig, const bench_settings& settings, bench_rep
       for (;;) {
         if (r.objects % 64 == 0 && bench_clock::now() >= until) break;
         ref<sustained_object> o = make_object<sustained_object>(rig.gc, context);
-        o->entry = palrt::sync::weak_handle<sustained_object>(o);
+        o->entry = palrt::gc::weak_handle<sustained_object>(o);
         o->died_ns = now_ns();
         o.reset();
         if (++r.objects % collect_period == 0) {

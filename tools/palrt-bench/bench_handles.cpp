@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-#include <palrt/sync/handle_table.hpp>
+#include <palrt/gc/handle_table.hpp>
 
 #include "bench_component.hpp"
 #include "bench_report.hpp"
@@ -59,9 +59,9 @@ inline void escape(const void* p) noexcept { asm volatile("" : : "r"(p)); }
 // --- the variants' slot pools, with one interface: allocate(target) -> slot, release(slot) ---
 
 struct palrt_pool {
-  using slot = palrt::sync::gc_handle;
-  palrt::sync::handle_table table;
-  slot allocate(void* target) { return table.allocate(palrt::sync::handle_kind::weak_short, target); }
+  using slot = palrt::gc::handle;
+  palrt::gc::handle_table table;
+  slot allocate(void* target) { return table.allocate(palrt::gc::handle_kind::weak_short, target); }
   void* release(slot h) noexcept { return table.release(h); }
   static const void* address(slot h) noexcept { return h.address(); }
 };

@@ -28,7 +28,7 @@
 #include "palrt/pal/thread_factory.hpp"
 #include "palrt/pal/wake_event.hpp"
 #include "palrt/startup/bootstrap.hpp"
-#include "palrt/sync/typed_handles.hpp"
+#include "palrt/gc/typed_handles.hpp"
 #include "report_output.hpp"
 
 #include "palrt/core/clock.h"
@@ -48,15 +48,15 @@ struct run_settings {
 
 // The object that --objects creates: finalizable, with a weak handle to itself kept by the
 // run, so that the services' counters show each part at work.
-struct probe_object : palrt::sync::finalizable {
+struct probe_object : palrt::gc::finalizable {
   void finalize() override {}
 };
 
 // Creates `n` objects with a long weak handle each, drops them, collects, waits for their
 // finalizers and collects again (freeing them). Returns false if the finalizers did not run.
 bool exercise_services(palrt::startup::runtime_services& s, int n,
-                       std::vector<palrt::sync::weak_handle<probe_object>>& handles) {
-  using namespace palrt::sync;
+                       std::vector<palrt::gc::weak_handle<probe_object>>& handles) {
+  using namespace palrt::gc;
   for (int i = 0; i < n; ++i) {
     ref<probe_object> o = make_object<probe_object>(*s.collector);
     handles.emplace_back(o, handle_kind::weak_long);
@@ -85,7 +85,7 @@ int run(const run_settings& settings) {
   // Read now: once shutdown has joined the worker it no longer counts as started.
   const bool sync_worker_started = rt->services().sync_manager && rt->services().sync_manager->worker_started();
 
-  std::vector<sync::weak_handle<probe_object>> probe_handles;
+  std::vector<gc::weak_handle<probe_object>> probe_handles;
   if (!exercise_services(rt->services(), settings.objects, probe_handles)) {
     std::fprintf(stderr, "%s: the finalizer did not finalize %d objects within 10 s\n", tool, settings.objects);
     rt->shutdown();

@@ -55,9 +55,9 @@ void print_json_report(std::FILE* out, const run_facts& f) {
   put_json_string(out, startup::kernel_release());
   const services_counters& c = f.services;
   std::fprintf(out, ",\"objects\":%d,\"handles\":{", f.objects);
-  for (std::size_t k = 0; k < sync::handle_kind_count; ++k) {
+  for (std::size_t k = 0; k < gc::handle_kind_count; ++k) {
     std::fputs(k ? "," : "", out);
-    put_json_string(out, sync::handle_kind_name(static_cast<sync::handle_kind>(k)));
+    put_json_string(out, gc::handle_kind_name(static_cast<gc::handle_kind>(k)));
     std::fprintf(out, ":%zu", c.handles.handles[k]);
   }
   std::fprintf(out,

@@ -6,18 +6,18 @@
 #include <cstdio>
 
 #include "palrt/startup/bootstrap.hpp"
-#include "palrt/sync/collector.hpp"
-#include "palrt/sync/finalizer_thread.hpp"
-#include "palrt/sync/handle_table.hpp"
+#include "palrt/gc/collector.hpp"
+#include "palrt/gc/finalizer_thread.hpp"
+#include "palrt/gc/handle_table.hpp"
 
 namespace palrt::tools {
 
 // The services' counters, read around shutdown: the handle table's while the run's handles
 // are still held (before shutdown), the finalizer's after it stopped.
 struct services_counters {
-  sync::handle_counters handles;
-  sync::collector_counters objects;
-  sync::finalizer_counters finalizer;
+  gc::handle_counters handles;
+  gc::collector_counters objects;
+  gc::finalizer_counters finalizer;
 };
 
 struct run_facts {

@@ -38,9 +38,9 @@
 
 #include "palrt/pal/process_barrier.hpp"
 #include "palrt/startup/ordering.hpp"
-#include "palrt/sync/collector.hpp"
-#include "palrt/sync/finalizer_thread.hpp"
-#include "palrt/sync/handle_table.hpp"
+#include "palrt/gc/collector.hpp"
+#include "palrt/gc/finalizer_thread.hpp"
+#include "palrt/gc/handle_table.hpp"
 #include "palrt/sync/sync_manager.hpp"
 
 namespace palrt::startup {
@@ -54,9 +54,9 @@ class phase;
 // with the runtime: the collector frees what is dead then (objects the host still holds are
 // reported on stderr and left allocated, see collector.hpp).
 struct runtime_services {
-  std::unique_ptr<sync::handle_table> handle_table;
-  std::unique_ptr<sync::collector> collector;  // the embedded collector, sweeping handle_table
-  std::unique_ptr<sync::finalizer_thread> finalizer;
+  std::unique_ptr<gc::handle_table> handle_table;
+  std::unique_ptr<gc::collector> collector;  // the embedded collector, sweeping handle_table
+  std::unique_ptr<gc::finalizer_thread> finalizer;
   std::unique_ptr<sync::sync_manager> sync_manager;
 };
 

@@ -8,8 +8,8 @@
 // the finalizer thread removes the entries of wrappers that died. So:
 //
 //   palrt::interop::identity_cache cache(collector);
-//   palrt::sync::ref<com_proxy> p = cache.get_or_create<com_proxy>(native, [](const void* id) {
-//     return palrt::sync::make_object<com_proxy>(collector, id);   // QueryInterface etc.
+//   palrt::gc::ref<com_proxy> p = cache.get_or_create<com_proxy>(native, [](const void* id) {
+//     return palrt::gc::make_object<com_proxy>(collector, id);   // QueryInterface etc.
 //   });
 //
 // - Buckets: RoundUpToPowerOf2(processor count), chosen by Fibonacci (multiply-shift)
@@ -105,10 +105,10 @@
 #include "palrt/interop/detail/identity_fast_path.hpp"
 #include "palrt/interop/dispatch_tables.hpp"
 #include "palrt/interop/wrapper_object.hpp"
-#include "palrt/sync/collector.hpp"
-#include "palrt/sync/object.hpp"
-#include "palrt/sync/owned_handle.hpp"
-#include "palrt/sync/read_section.hpp"
+#include "palrt/gc/collector.hpp"
+#include "palrt/gc/object.hpp"
+#include "palrt/gc/owned_handle.hpp"
+#include "palrt/gc/read_section.hpp"
 
 namespace palrt::interop {
 
@@ -167,7 +167,7 @@ class identity_cache_access;
 // What a type-erased factory hands back: the wrapper, and its wrapper_object fields if its
 // static type has them.
 struct made_wrapper {
-  sync::ref<sync::object> wrapper;
+  gc::ref<gc::object> wrapper;
   wrapper_object* slots = nullptr;
 };
 using factory_fn = made_wrapper (*)(void* factory, const void* argument);
@@ -176,7 +176,7 @@ wrapper_object* slots_of(U* p) noexcept {
   if constexpr (std::is_base_of_v<wrapper_object, U>)
     return p;  // the static type has the fields: no cast at run time
   else
-    return p ? dynamic_cast<wrapper_object*>(static_cast<sync::object*>(p)) : nullptr;
+    return p ? dynamic_cast<wrapper_object*>(static_cast<gc::object*>(p)) : nullptr;
 }
 }  // namespace internal
 
@@ -184,16 +184,16 @@ wrapper_object* slots_of(U* p) noexcept {
 // and the weak handle to the wrapper that the cache's entry stores. It lives exactly as long as
 // its wrapper (the wrapper's field, or the side table, holds it). Its finalization removes
 // its entry from its cache by exact handle and then frees the handle.
-class wrapper_record final : public sync::finalizable {
+class wrapper_record final : public gc::finalizable {
  public:
-  wrapper_record(const internal::record_key&, const void* identity, sync::owned_handle handle,
+  wrapper_record(const internal::record_key&, const void* identity, gc::owned_handle handle,
                  std::shared_ptr<internal::cache_state> cache) noexcept;
 
   const void* identity() const noexcept { return identity_; }
   // The weak (long) handle to the wrapper, null once the record has removed its entry. Its
   // target stays through the wrapper's finalization (and resurrection); a dead wrapper's
   // count is zero, which is what the cache checks before handing it out.
-  sync::gc_handle handle() const noexcept { return handle_.get(); }
+  gc::handle handle() const noexcept { return handle_.get(); }
   std::uint64_t cache_id() const noexcept { return cache_id_; }
 
  private:
@@ -207,7 +207,7 @@ class wrapper_record final : public sync::finalizable {
   const void* const identity_;
   // The weak handle to the wrapper. Written by its cache while linking the record (before
   // the entry is published) and by retire(), which runs only once the wrapper is dead.
-  sync::owned_handle handle_;
+  gc::owned_handle handle_;
   // The wrapper's address if the record is in the process-wide side table (no field).
   const void* side_table_key_ = nullptr;
   // The record won its wrapper's field or side-table entry (a loser's record never did).
@@ -217,14 +217,14 @@ class wrapper_record final : public sync::finalizable {
 };
 
 namespace internal {
-sync::ref<wrapper_record> record_in_fields(const wrapper_object& wrapper);
-sync::ref<wrapper_record> record_of_object(const sync::object& wrapper);  // fields or side table
+gc::ref<wrapper_record> record_in_fields(const wrapper_object& wrapper);
+gc::ref<wrapper_record> record_of_object(const gc::object& wrapper);  // fields or side table
 }  // namespace internal
 
 // The record of `wrapper`, if it is a wrapper some cache made; empty otherwise. A field read
 // when W derives from wrapper_object; otherwise a dynamic_cast and maybe a side-table lookup.
 template <class W>
-sync::ref<wrapper_record> record_of(const W& wrapper) {
+gc::ref<wrapper_record> record_of(const W& wrapper) {
   if constexpr (std::is_base_of_v<wrapper_object, W>)
     return internal::record_in_fields(wrapper);
   else
@@ -233,7 +233,7 @@ sync::ref<wrapper_record> record_of(const W& wrapper) {
 
 class identity_cache {
  public:
-  explicit identity_cache(sync::collector& collector, cache_options options = {});
+  explicit identity_cache(gc::collector& collector, cache_options options = {});
   identity_cache(const identity_cache&) = delete;
   identity_cache& operator=(const identity_cache&) = delete;
   ~identity_cache();
@@ -245,7 +245,7 @@ class identity_cache {
 
   // The live wrapper of `identity`; if there is none, factory(identity) makes one, with no
   // lock held, and it is cached (see the top of this file for races). The factory returns a
-  // sync::ref<U>, U derived from sync::object; the result is cast to T (static: the caller
+  // gc::ref<U>, U derived from gc::object; the result is cast to T (static: the caller
   // knows the wrapper's type). Throws std::invalid_argument for a null identity or the
   // reserved identity ~0 (its message says which; see "Identities" above), or if the
   // factory returns null, an object of another collector or a wrapper another cache made;
@@ -253,30 +253,30 @@ class identity_cache {
   // handle_allocation_error; and whatever the factory throws. In each case nothing was
   // inserted and the cache is usable. A factory that returns this cache's wrapper of this
   // identity (evicted earlier with remove()) gets it cached again with its own record.
-  template <class T = sync::object, class Factory>
-  sync::ref<T> get_or_create(const void* identity, Factory&& factory) {
+  template <class T = gc::object, class Factory>
+  gc::ref<T> get_or_create(const void* identity, Factory&& factory) {
     using made = std::remove_cvref_t<std::invoke_result_t<Factory&, const void*>>;
     using U = typename made::element_type;
     internal::factory_fn call = [](void* f, const void* id) -> internal::made_wrapper {
-      sync::ref<U> w = (*static_cast<std::remove_reference_t<Factory>*>(f))(id);
+      gc::ref<U> w = (*static_cast<std::remove_reference_t<Factory>*>(f))(id);
       wrapper_object* slots = internal::slots_of(w.get());
-      return {sync::ref<sync::object>(std::move(w)), slots};
+      return {gc::ref<gc::object>(std::move(w)), slots};
     };
-    if (sync::ref<sync::object> hit = try_get(identity)) return sync::static_ref_cast<T>(std::move(hit));
-    return sync::static_ref_cast<T>(get_or_create_erased(identity, call, erase(factory)));
+    if (gc::ref<gc::object> hit = try_get(identity)) return gc::static_ref_cast<T>(std::move(hit));
+    return gc::static_ref_cast<T>(get_or_create_erased(identity, call, erase(factory)));
   }
   // The live wrapper of `identity`, or empty (always for null and ~0). Never calls out.
-  sync::ref<sync::object> try_get(const void* identity) const noexcept;
+  gc::ref<gc::object> try_get(const void* identity) const noexcept;
   // The hit path without the reference count, for a caller already in a read section
   // (read_section.hpp): the wrapper of `identity` if it was alive when looked at, else null.
   // The pointer is valid memory until the section ends; take a reference to keep it.
-  sync::object* find(const void* identity) const noexcept;
+  gc::object* find(const void* identity) const noexcept;
   // Removes the entry of `identity` if it holds exactly `handle` (a wrapper record's handle):
   // true if it did. An identity that is not cached, or cached with another handle, is left
   // alone: false (also for null and ~0). Records call it for themselves; a host calls it to
   // evict a wrapper early (the wrapper stays alive, and it is cached again if a factory
   // returns it later).
-  bool remove(const void* identity, sync::gc_handle handle) noexcept;
+  bool remove(const void* identity, gc::handle handle) noexcept;
 
   // The outbound wrapper of `managed` made by this cache; if it has none, factory(managed)
   // makes one, with no lock held, and it is kept for as long as `managed` lives (the first
@@ -285,26 +285,26 @@ class identity_cache {
   // the cycle): hold it by a weak handle, or strongly only while native code holds it.
   // Throws std::invalid_argument for an empty `managed` or a null result, and whatever the
   // factory throws (nothing is kept then).
-  template <class T = sync::object, class M, class Factory>
-  sync::ref<T> get_or_create_outbound(const sync::ref<M>& managed, Factory&& factory) {
-    using made = std::remove_cvref_t<std::invoke_result_t<Factory&, const sync::ref<M>&>>;
+  template <class T = gc::object, class M, class Factory>
+  gc::ref<T> get_or_create_outbound(const gc::ref<M>& managed, Factory&& factory) {
+    using made = std::remove_cvref_t<std::invoke_result_t<Factory&, const gc::ref<M>&>>;
     if (managed) {
-      if (sync::ref<sync::object> hit = try_get_outbound(*managed)) return sync::static_ref_cast<T>(std::move(hit));
+      if (gc::ref<gc::object> hit = try_get_outbound(*managed)) return gc::static_ref_cast<T>(std::move(hit));
     }
     auto call = [](void* f, const void* m) -> internal::made_wrapper {
-      const auto& target = *static_cast<const sync::ref<M>*>(m);
-      sync::ref<typename made::element_type> w = (*static_cast<std::remove_reference_t<Factory>*>(f))(target);
-      return {sync::ref<sync::object>(std::move(w)), nullptr};
+      const auto& target = *static_cast<const gc::ref<M>*>(m);
+      gc::ref<typename made::element_type> w = (*static_cast<std::remove_reference_t<Factory>*>(f))(target);
+      return {gc::ref<gc::object>(std::move(w)), nullptr};
     };
-    return sync::static_ref_cast<T>(get_or_create_outbound_erased(
+    return gc::static_ref_cast<T>(get_or_create_outbound_erased(
         managed.get(), managed ? internal::slots_of(managed.get()) : nullptr, call, erase(factory), &managed));
   }
   // The outbound wrapper this cache made for `managed`, or empty.
   template <class M>
-  sync::ref<sync::object> try_get_outbound(const M& managed) const {
+  gc::ref<gc::object> try_get_outbound(const M& managed) const {
     wrapper_object* slots = internal::slots_of(const_cast<M*>(&managed));
     if (slots) {
-      if (sync::object* w = field_outbound(*slots)) return own(w);
+      if (gc::object* w = field_outbound(*slots)) return own(w);
     }
     return try_get_outbound_erased(const_cast<M&>(managed), slots);
   }
@@ -320,16 +320,16 @@ class identity_cache {
  private:
   friend class internal::identity_cache_access;
   // A miss of get_or_create (the factory, the record, the insert).
-  sync::ref<sync::object> get_or_create_erased(const void* identity, internal::factory_fn factory, void* context);
+  gc::ref<gc::object> get_or_create_erased(const void* identity, internal::factory_fn factory, void* context);
   // find() for the designs without an inline hit path.
-  sync::object* find_slow(const void* identity) const noexcept;
-  sync::ref<sync::object> get_or_create_outbound_erased(sync::object* managed, wrapper_object* slots,
+  gc::object* find_slow(const void* identity) const noexcept;
+  gc::ref<gc::object> get_or_create_outbound_erased(gc::object* managed, wrapper_object* slots,
                                                         internal::factory_fn factory, void* context,
                                                         const void* argument);
-  sync::ref<sync::object> try_get_outbound_erased(sync::object& managed, wrapper_object* slots) const;
+  gc::ref<gc::object> try_get_outbound_erased(gc::object& managed, wrapper_object* slots) const;
   // The field's wrapper if this cache owns the field (inline: one load and a compare).
-  sync::object* field_outbound(const wrapper_object& slots) const noexcept;
-  static sync::ref<sync::object> own(sync::object* alive) noexcept;
+  gc::object* field_outbound(const wrapper_object& slots) const noexcept;
+  static gc::ref<gc::object> own(gc::object* alive) noexcept;
   // A factory's address for the type-erased call (the call casts it back, const or not).
   template <class F>
   static void* erase(F& f) noexcept {
@@ -344,7 +344,7 @@ class identity_cache {
 };
 
 // The hit path, inline: the read section's two stores, a hash, the probe (detail/).
-inline sync::object* identity_cache::find(const void* identity) const noexcept {
+inline gc::object* identity_cache::find(const void* identity) const noexcept {
   if (detail::is_reserved_key(identity)) [[unlikely]]
     return nullptr;
   if (fast_) [[likely]]
@@ -352,24 +352,24 @@ inline sync::object* identity_cache::find(const void* identity) const noexcept {
   return find_slow(identity);
 }
 
-inline sync::ref<sync::object> identity_cache::try_get(const void* identity) const noexcept {
-  sync::read_section section;  // the wrapper's memory stays valid until we hold a reference
-  sync::object* w = find(identity);
-  if (!w || !sync::internal::object_access::try_add_ref(*w)) return {};
-  return sync::ref<sync::object>::adopt(w);
+inline gc::ref<gc::object> identity_cache::try_get(const void* identity) const noexcept {
+  gc::read_section section;  // the wrapper's memory stays valid until we hold a reference
+  gc::object* w = find(identity);
+  if (!w || !gc::internal::object_access::try_add_ref(*w)) return {};
+  return gc::ref<gc::object>::adopt(w);
 }
 
-inline sync::object* identity_cache::field_outbound(const wrapper_object& slots) const noexcept {
+inline gc::object* identity_cache::field_outbound(const wrapper_object& slots) const noexcept {
   // acquire: the wrapper was initialised, and its id stored, before it was published.
-  sync::object* w = internal::wrapper_access::outbound(slots).load(std::memory_order_acquire);
+  gc::object* w = internal::wrapper_access::outbound(slots).load(std::memory_order_acquire);
   if (w && internal::wrapper_access::outbound_cache_id(slots).load(std::memory_order_relaxed) == id_) return w;
   return nullptr;
 }
 
-inline sync::ref<sync::object> identity_cache::own(sync::object* alive) noexcept {
+inline gc::ref<gc::object> identity_cache::own(gc::object* alive) noexcept {
   // The field holds a reference and the caller holds the managed object: `alive` is alive.
-  sync::internal::object_access::add_ref(*alive);
-  return sync::ref<sync::object>::adopt(alive);
+  gc::internal::object_access::add_ref(*alive);
+  return gc::ref<gc::object>::adopt(alive);
 }
 
 }  // namespace palrt::interop

@@ -1,10 +1,10 @@
 // palrt::interop::wrapper_object: two fields a host's wrapper type may carry so that the
 // interop caches find what they need on the object itself instead of in a side table.
 //
-//   struct com_proxy : palrt::sync::object, palrt::interop::wrapper_object { ... };
-//   struct managed_thing : palrt::sync::finalizable, palrt::interop::wrapper_object { ... };
+//   struct com_proxy : palrt::gc::object, palrt::interop::wrapper_object { ... };
+//   struct managed_thing : palrt::gc::finalizable, palrt::interop::wrapper_object { ... };
 //
-// It is a mixin, not an object: the host's type derives from palrt::sync::object (or
+// It is a mixin, not an object: the host's type derives from palrt::gc::object (or
 // finalizable) as well, and the caches see the mixin through the static type they are
 // handed (get_or_create's factory result, get_or_create_outbound's argument), so using it
 // costs no virtual call and no dynamic_cast.
@@ -57,7 +57,7 @@ class wrapper_object {
   std::atomic<wrapper_record*> record_{nullptr};
   // Written once, under the owning cache's lock: the id first, then the wrapper (release).
   std::atomic<std::uint64_t> outbound_cache_id_{0};
-  std::atomic<sync::object*> outbound_{nullptr};
+  std::atomic<gc::object*> outbound_{nullptr};
 };
 
 namespace internal {
@@ -66,11 +66,11 @@ class wrapper_access {
  public:
   static std::atomic<wrapper_record*>& record(wrapper_object& w) noexcept { return w.record_; }
   static std::atomic<std::uint64_t>& outbound_cache_id(wrapper_object& w) noexcept { return w.outbound_cache_id_; }
-  static std::atomic<sync::object*>& outbound(wrapper_object& w) noexcept { return w.outbound_; }
+  static std::atomic<gc::object*>& outbound(wrapper_object& w) noexcept { return w.outbound_; }
   static const std::atomic<std::uint64_t>& outbound_cache_id(const wrapper_object& w) noexcept {
     return w.outbound_cache_id_;
   }
-  static const std::atomic<sync::object*>& outbound(const wrapper_object& w) noexcept { return w.outbound_; }
+  static const std::atomic<gc::object*>& outbound(const wrapper_object& w) noexcept { return w.outbound_; }
 };
 }  // namespace internal
 

@@ -9,8 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "palrt/sync/handle_table.hpp"
-#include "palrt/sync/object.hpp"
+#include "palrt/gc/handle_table.hpp"
+#include "palrt/gc/object.hpp"
 
 namespace palrt::interop::detail {
 
@@ -41,9 +41,9 @@ inline bool is_reserved_key(const void* p) noexcept { return reinterpret_cast<st
 struct alignas(64) bucket_table {  // a line of its own: entries start on a line boundary
   struct entry {
     std::atomic<const void*> key{nullptr};
-    std::atomic<sync::gc_handle> handle{};
+    std::atomic<gc::handle> handle{};
   };
-  static_assert(std::atomic<sync::gc_handle>::is_always_lock_free);
+  static_assert(std::atomic<gc::handle>::is_always_lock_free);
 
   unsigned slot_bits = 0;
   std::size_t mask = 0;
@@ -61,7 +61,7 @@ struct bucket_view {
 
 // The live wrapper of `identity` (not reserved), or null; the caller is in a read section.
 // Labels (A'), (B'), (C'), (D) match the writer's side in bucket_map.cpp.
-inline sync::object* find_in_buckets(const bucket_view& view, const void* identity) noexcept {
+inline gc::object* find_in_buckets(const bucket_view& view, const void* identity) noexcept {
   const std::uint64_t hash = fibonacci_hash(identity);
   const std::size_t b = bucket_of(hash, view.bucket_bits);
   for (;;) {
@@ -76,16 +76,16 @@ inline sync::object* find_in_buckets(const bucket_view& view, const void* identi
       const void* key = e.key.load(std::memory_order_acquire);
       if (key == identity) {
         // relaxed: ordered by (B'); a slot's handle is written once, before its key.
-        const sync::gc_handle handle = e.handle.load(std::memory_order_relaxed);
+        const gc::handle handle = e.handle.load(std::memory_order_relaxed);
         // (C'): handle_table::target() loads with acquire.
-        auto* target = static_cast<sync::object*>(sync::handle_table::target(handle));
+        auto* target = static_cast<gc::object*>(gc::handle_table::target(handle));
         // (D): relaxed, kept after (C') by its acquire: the entry is still current, so the
         // target is what the handle held while it was (bucket_map.cpp).
         if (e.key.load(std::memory_order_relaxed) != identity || view.tables[b].load(std::memory_order_relaxed) != t) {
           retry = true;
           break;
         }
-        return target && sync::internal::object_access::alive(*target) ? target : nullptr;
+        return target && gc::internal::object_access::alive(*target) ? target : nullptr;
       }
       if (!key) return nullptr;
     }

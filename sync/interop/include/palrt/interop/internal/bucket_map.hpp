@@ -34,11 +34,11 @@ class bucket_map final : public entry_map {
   explicit bucket_map(std::size_t buckets);
   ~bucket_map() override;
 
-  sync::object* find(const void* identity) const noexcept override { return detail::find_in_buckets(view_, identity); }
+  gc::object* find(const void* identity) const noexcept override { return detail::find_in_buckets(view_, identity); }
   // What identity_cache's inline hit path reads (valid for the map's life).
   const detail::bucket_view& view() const noexcept { return view_; }
-  sync::ref<sync::object> insert(const void* identity, attach_fn attach, void* context) override;
-  bool remove(const void* identity, sync::gc_handle handle) noexcept override;
+  gc::ref<gc::object> insert(const void* identity, attach_fn attach, void* context) override;
+  bool remove(const void* identity, gc::handle handle) noexcept override;
   void close() noexcept override;
   map_counters counters() const override;
   std::size_t bucket_count() const noexcept override { return std::size_t{1} << bucket_bits_; }

@@ -22,10 +22,10 @@ class record_key {
 };
 
 struct cache_state {
-  cache_state(sync::collector& c, const cache_options& o, std::uint64_t cache_id);
+  cache_state(gc::collector& c, const cache_options& o, std::uint64_t cache_id);
 
-  sync::collector& collector;
-  sync::handle_table& table;
+  gc::collector& collector;
+  gc::handle_table& table;
   const cache_options options;
   const std::uint64_t id;
   const std::unique_ptr<entry_map> map;

@@ -20,8 +20,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "palrt/sync/handle_table.hpp"
-#include "palrt/sync/object.hpp"
+#include "palrt/gc/handle_table.hpp"
+#include "palrt/gc/object.hpp"
 
 namespace palrt::interop::internal {
 
@@ -34,29 +34,29 @@ struct map_counters {
 };
 
 // attach(context): links the record and returns the handle to cache (may throw).
-using attach_fn = sync::gc_handle (*)(void* context);
+using attach_fn = gc::handle (*)(void* context);
 
 class entry_map {
  public:
   virtual ~entry_map() = default;
-  virtual sync::object* find(const void* identity) const noexcept = 0;
-  virtual sync::ref<sync::object> insert(const void* identity, attach_fn attach, void* context) = 0;
-  virtual bool remove(const void* identity, sync::gc_handle handle) noexcept = 0;
+  virtual gc::object* find(const void* identity) const noexcept = 0;
+  virtual gc::ref<gc::object> insert(const void* identity, attach_fn attach, void* context) = 0;
+  virtual bool remove(const void* identity, gc::handle handle) noexcept = 0;
   virtual void close() noexcept = 0;
   virtual map_counters counters() const = 0;
   virtual std::size_t bucket_count() const noexcept = 0;
 };
 
 // The wrapper a handle leads to, if it is alive (for maps, under a read section).
-inline sync::object* live_target(sync::gc_handle handle) noexcept {
-  auto* target = static_cast<sync::object*>(sync::handle_table::target(handle));
-  return target && sync::internal::object_access::alive(*target) ? target : nullptr;
+inline gc::object* live_target(gc::handle handle) noexcept {
+  auto* target = static_cast<gc::object*>(gc::handle_table::target(handle));
+  return target && gc::internal::object_access::alive(*target) ? target : nullptr;
 }
 // A reference to it, or empty (writers, under a read section and their lock).
-inline sync::ref<sync::object> take_live_target(sync::gc_handle handle) noexcept {
-  auto* target = static_cast<sync::object*>(sync::handle_table::target(handle));
-  if (!target || !sync::internal::object_access::try_add_ref(*target)) return {};
-  return sync::ref<sync::object>::adopt(target);
+inline gc::ref<gc::object> take_live_target(gc::handle handle) noexcept {
+  auto* target = static_cast<gc::object*>(gc::handle_table::target(handle));
+  if (!target || !gc::internal::object_access::try_add_ref(*target)) return {};
+  return gc::ref<gc::object>::adopt(target);
 }
 
 }  // namespace palrt::interop::internal

@@ -24,9 +24,9 @@ namespace palrt::interop::internal {
 class rwlock_map final : public entry_map {
  public:
   explicit rwlock_map(std::size_t buckets);
-  sync::object* find(const void* identity) const noexcept override;
-  sync::ref<sync::object> insert(const void* identity, attach_fn attach, void* context) override;
-  bool remove(const void* identity, sync::gc_handle handle) noexcept override;
+  gc::object* find(const void* identity) const noexcept override;
+  gc::ref<gc::object> insert(const void* identity, attach_fn attach, void* context) override;
+  bool remove(const void* identity, gc::handle handle) noexcept override;
   void close() noexcept override;
   map_counters counters() const override;
   std::size_t bucket_count() const noexcept override { return std::size_t{1} << bucket_bits_; }
@@ -34,7 +34,7 @@ class rwlock_map final : public entry_map {
  private:
   struct alignas(64) bucket {
     mutable std::shared_mutex lock;
-    std::unordered_map<const void*, sync::gc_handle> entries;
+    std::unordered_map<const void*, gc::handle> entries;
     std::uint64_t dead_replaced = 0;
     bool closed = false;
   };
@@ -48,9 +48,9 @@ class pybind11_map final : public entry_map {
  public:
   // shards: 0 for RoundUpToPowerOf2(2 x std::thread::hardware_concurrency()).
   explicit pybind11_map(std::size_t shards);
-  sync::object* find(const void* identity) const noexcept override;
-  sync::ref<sync::object> insert(const void* identity, attach_fn attach, void* context) override;
-  bool remove(const void* identity, sync::gc_handle handle) noexcept override;
+  gc::object* find(const void* identity) const noexcept override;
+  gc::ref<gc::object> insert(const void* identity, attach_fn attach, void* context) override;
+  bool remove(const void* identity, gc::handle handle) noexcept override;
   void close() noexcept override;
   map_counters counters() const override;
   std::size_t bucket_count() const noexcept override { return mask_ + 1; }
@@ -58,7 +58,7 @@ class pybind11_map final : public entry_map {
  private:
   struct alignas(64) shard {
     mutable std::mutex lock;
-    std::unordered_multimap<const void*, sync::gc_handle> entries;
+    std::unordered_multimap<const void*, gc::handle> entries;
     std::uint64_t dead_replaced = 0;
     bool closed = false;
   };

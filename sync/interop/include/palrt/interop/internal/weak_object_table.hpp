@@ -35,8 +35,8 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "palrt/sync/object.hpp"
-#include "palrt/sync/typed_handles.hpp"
+#include "palrt/gc/object.hpp"
+#include "palrt/gc/typed_handles.hpp"
 
 namespace palrt::interop::internal {
 
@@ -52,13 +52,13 @@ class weak_object_table {
 
   // The value kept for `key`, or empty (the key object is alive: the caller holds it, and
   // its collector has not been destroyed).
-  sync::ref<sync::object> find(const sync::object& key) const;
-  sync::ref<sync::object> find_locked(const sync::object& key) const;
+  gc::ref<gc::object> find(const gc::object& key) const;
+  gc::ref<gc::object> find_locked(const gc::object& key) const;
   // Keeps `value` for `key` unless a live value is kept already; returns the value kept
   // afterwards (the winner). Key and value must belong to the same collector
   // (std::invalid_argument); throws handle_allocation_error or std::bad_alloc, keeping
   // nothing new then.
-  sync::ref<sync::object> insert_locked(const sync::ref<sync::object>& key, const sync::ref<sync::object>& value);
+  gc::ref<gc::object> insert_locked(const gc::ref<gc::object>& key, const gc::ref<gc::object>& value);
   // Removes `key`'s entry if it keeps exactly `value` (by address; neither is dereferenced),
   // whichever collector it belongs to: the value (a record) removing its own entry before it
   // is freed, while its collector lives.
@@ -69,10 +69,10 @@ class weak_object_table {
   std::size_t size() const;
 
  private:
-  using collector_id = const sync::internal::collector_state*;
+  using collector_id = const gc::internal::collector_state*;
   struct entry {
     collector_id collector;  // the key's, whose table holds the handle (see the top of this file)
-    sync::dependent_handle<sync::object, sync::object> handle;
+    gc::dependent_handle<gc::object, gc::object> handle;
     const void* value = nullptr;  // for erase(): compared, never dereferenced
   };
   // At most one entry per address and collector: an address may also have stale entries of
@@ -85,7 +85,7 @@ class weak_object_table {
   };
   shard& shard_for(const void* key) const noexcept;
   // `key`'s entry, of its own collector, or end().
-  static entry_map::iterator entry_of(shard& s, const sync::object& key) noexcept;
+  static entry_map::iterator entry_of(shard& s, const gc::object& key) noexcept;
   // Drops the stale entries of `collector` only.
   static void sweep(shard& s, collector_id collector);
 

@@ -19,10 +19,10 @@
 #include <vector>
 
 #include "palrt/pal/internal/fork_generation.hpp"
-#include "palrt/sync/collector.hpp"
-#include "palrt/sync/object.hpp"
+#include "palrt/gc/collector.hpp"
+#include "palrt/gc/object.hpp"
 
-namespace palrt::sync::internal {
+namespace palrt::gc::internal {
 
 // Objects' state_ (object.hpp), written by the collector and the finalizer thread.
 enum object_state : std::uint8_t {
@@ -163,4 +163,4 @@ class collector_access {
   static std::shared_ptr<collector_state> state(const collector& c) noexcept { return c.state_; }
 };
 
-}  // namespace palrt::sync::internal
+}  // namespace palrt::gc::internal

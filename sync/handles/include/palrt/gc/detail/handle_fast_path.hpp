@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace palrt::sync {
+namespace palrt::gc {
 
 class handle_table;
 enum class handle_kind : std::uint8_t;
@@ -83,4 +83,4 @@ struct thread_cache_hint {
 extern constinit thread_local thread_cache_hint current_thread_cache;
 
 }  // namespace internal
-}  // namespace palrt::sync
+}  // namespace palrt::gc

@@ -1,4 +1,4 @@
-// palrt::sync::collector: palrt's embedded default collector, the host that runs the handle
+// palrt::gc::collector: palrt's embedded default collector, the host that runs the handle
 // table when there is no host GC.
 //
 // Life cycle of an object (object.hpp) belonging to a collector:
@@ -65,10 +65,10 @@
 #include <cstdint>
 #include <memory>
 
-#include "palrt/sync/handle_table.hpp"
-#include "palrt/sync/object.hpp"
+#include "palrt/gc/handle_table.hpp"
+#include "palrt/gc/object.hpp"
 
-namespace palrt::sync {
+namespace palrt::gc {
 
 namespace internal {
 struct collector_state;
@@ -143,4 +143,4 @@ class collector {
   std::shared_ptr<internal::collector_state> state_;
 };
 
-}  // namespace palrt::sync
+}  // namespace palrt::gc

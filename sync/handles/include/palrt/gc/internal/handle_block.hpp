@@ -1,6 +1,6 @@
 // The handle table's private state: the per-kind state and the table's bookkeeping, and
 // the slow paths' helpers. The block and cache layouts that the inline fast paths use are in
-// palrt/sync/detail/handle_fast_path.hpp; the protocol is stated in handle_table.hpp and
+// palrt/gc/detail/handle_fast_path.hpp; the protocol is stated in handle_table.hpp and
 // handle_table.cpp.
 #pragma once
 
@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "palrt/pal/internal/fork_generation.hpp"
-#include "palrt/sync/handle_table.hpp"  // with detail/handle_fast_path.hpp
+#include "palrt/gc/handle_table.hpp"  // with detail/handle_fast_path.hpp
 
-namespace palrt::sync::internal {
+namespace palrt::gc::internal {
 
 
 struct handle_kind_state {
@@ -55,4 +55,4 @@ void unregister_table(std::uint64_t serial) noexcept;
 // throw std::bad_alloc); null once the thread is exiting and its caches were returned.
 handle_table_caches* thread_caches_slow(std::uint64_t serial);
 
-}  // namespace palrt::sync::internal
+}  // namespace palrt::gc::internal

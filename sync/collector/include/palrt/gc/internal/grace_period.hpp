@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-namespace palrt::sync::internal {
+namespace palrt::gc::internal {
 
 // Call after unlinking a batch (clearing the handles that led to it): advances the global
 // epoch and returns the batch's tag.
@@ -27,4 +27,4 @@ struct reader_census {
 };
 reader_census count_readers() noexcept;
 
-}  // namespace palrt::sync::internal
+}  // namespace palrt::gc::internal

@@ -45,10 +45,10 @@
 #include <mutex>
 #include <string>
 
-#include "palrt/sync/collector.hpp"
+#include "palrt/gc/collector.hpp"
 #include "palrt/sync/service_thread.hpp"
 
-namespace palrt::sync {
+namespace palrt::gc {
 
 namespace internal {
 class finalizer_thread_access;
@@ -111,7 +111,7 @@ class finalizer_thread {
   // the deadline and was detached (it finishes on its own; the caller reports it). Either
   // way counters().left_at_stop then says how many queued objects were not finalized by the
   // thread; from then on collect() runs them, and the ones it queues, itself.
-  bool stop(std::chrono::nanoseconds timeout = service_thread::default_stop_timeout);
+  bool stop(std::chrono::nanoseconds timeout = sync::service_thread::default_stop_timeout);
 
   finalizer_counters counters() const;
 
@@ -119,7 +119,7 @@ class finalizer_thread {
   friend class internal::finalizer_thread_access;
   mutable std::mutex lifecycle_mutex_;
   std::shared_ptr<internal::finalizer_shared> shared_;
-  service_thread thread_;
+  sync::service_thread thread_;
 };
 
-}  // namespace palrt::sync
+}  // namespace palrt::gc

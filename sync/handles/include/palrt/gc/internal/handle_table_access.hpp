@@ -5,16 +5,16 @@
 #include <cstdint>
 #include <mutex>
 
-#include "palrt/sync/handle_table.hpp"
+#include "palrt/gc/handle_table.hpp"
 
-namespace palrt::sync::internal {
+namespace palrt::gc::internal {
 
 class handle_table_access {
  public:
   // The next `n` block allocations of `table` fail as if memory were exhausted.
   static void fail_block_allocations(handle_table& table, int n) noexcept;
   // A handle value that points at `address` (for misuse tests: a pointer that is no handle).
-  static gc_handle forge(void* address) noexcept { return gc_handle(static_cast<std::atomic<void*>*>(address)); }
+  static handle forge(void* address) noexcept { return handle(static_cast<std::atomic<void*>*>(address)); }
   // Free slots in the calling thread's cache of `table` for `kind`.
   static std::size_t cached_free_slots(const handle_table& table, handle_kind kind);
   static std::size_t slots_per_block() noexcept;
@@ -23,4 +23,4 @@ class handle_table_access {
   static std::unique_lock<std::mutex> hold_kind_lock(handle_table& table, handle_kind kind);
 };
 
-}  // namespace palrt::sync::internal
+}  // namespace palrt::gc::internal

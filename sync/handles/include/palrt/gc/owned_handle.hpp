@@ -1,4 +1,4 @@
-// palrt::sync::owned_handle: one handle of a handle_table, released when the owner is done.
+// palrt::gc::owned_handle: one handle of a handle_table, released when the owner is done.
 //
 // The RAII owner for hosts that work with raw handles (a host GC's own wrappers); the
 // embedded collector's typed wrappers (typed_handles.hpp) build on it. Move-only: a handle
@@ -8,9 +8,9 @@
 
 #include <utility>
 
-#include "palrt/sync/handle_table.hpp"
+#include "palrt/gc/handle_table.hpp"
 
-namespace palrt::sync {
+namespace palrt::gc {
 
 // Owns one handle: releases it when destroyed. Move-only. The typed wrappers build on it.
 class owned_handle {
@@ -19,27 +19,27 @@ class owned_handle {
   owned_handle(handle_table& table, handle_kind kind, void* target, void* secondary = nullptr)
       : table_(&table), handle_(table.allocate(kind, target, secondary)) {}
   owned_handle(owned_handle&& other) noexcept
-      : table_(other.table_), handle_(std::exchange(other.handle_, gc_handle{})) {}
+      : table_(other.table_), handle_(std::exchange(other.handle_, handle{})) {}
   owned_handle& operator=(owned_handle&& other) noexcept {
     if (this != &other) {
       reset();
       table_ = other.table_;
-      handle_ = std::exchange(other.handle_, gc_handle{});
+      handle_ = std::exchange(other.handle_, handle{});
     }
     return *this;
   }
   ~owned_handle() { reset(); }
 
   explicit operator bool() const noexcept { return static_cast<bool>(handle_); }
-  gc_handle get() const noexcept { return handle_; }
+  handle get() const noexcept { return handle_; }
   handle_table* table() const noexcept { return table_; }
   void* target() const noexcept { return handle_ ? handle_table::target(handle_) : nullptr; }
   // Releases the handle now; returns what release() returned (null if there was none).
-  void* reset() noexcept { return handle_ ? table_->release(std::exchange(handle_, gc_handle{})) : nullptr; }
+  void* reset() noexcept { return handle_ ? table_->release(std::exchange(handle_, handle{})) : nullptr; }
 
  private:
   handle_table* table_ = nullptr;
-  gc_handle handle_;
+  handle handle_;
 };
 
-}  // namespace palrt::sync
+}  // namespace palrt::gc

@@ -2,14 +2,14 @@
 // name, wake-ups), read-only.
 #pragma once
 
-#include "palrt/sync/finalizer_thread.hpp"
+#include "palrt/gc/finalizer_thread.hpp"
 #include "palrt/sync/internal/service_thread_access.hpp"
 
-namespace palrt::sync::internal {
+namespace palrt::gc::internal {
 
 class finalizer_thread_access {
  public:
-  static const service_thread& thread(const finalizer_thread& f) noexcept { return f.thread_; }
+  static const sync::service_thread& thread(const finalizer_thread& f) noexcept { return f.thread_; }
 };
 
-}  // namespace palrt::sync::internal
+}  // namespace palrt::gc::internal

@@ -1,11 +1,11 @@
-// palrt::sync::read_section: a reader's critical section of palrt's memory reclamation.
+// palrt::gc::read_section: a reader's critical section of palrt's memory reclamation.
 //
 // Memory that lock-free readers may still be reading (an object whose weak handles were
 // just cleared, a cache's retired storage) is freed only after a grace period: once every
 // read section that was open when it was unlinked has closed. A reader opens a section
 // around its loads and its use of what it loaded:
 //
-//   { palrt::sync::read_section section;
+//   { palrt::gc::read_section section;
 //     void* p = handle_table::target(h);      // may be cleared and retired right now...
 //     ... use p ...                           // ...but is not freed before the section ends
 //   }
@@ -35,7 +35,7 @@
 #include <atomic>
 #include <cstdint>
 
-namespace palrt::sync {
+namespace palrt::gc {
 
 namespace internal {
 
@@ -83,4 +83,4 @@ class read_section {
   internal::reader_record* record_;
 };
 
-}  // namespace palrt::sync
+}  // namespace palrt::gc

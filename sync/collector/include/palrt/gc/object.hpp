@@ -1,4 +1,4 @@
-// palrt::sync::object: the objects of palrt's embedded collector, and ref<T>, the strong
+// palrt::gc::object: the objects of palrt's embedded collector, and ref<T>, the strong
 // reference that keeps one alive.
 //
 // palrt runs with no host GC of its own (the CLI, the tests, the benchmarks, a host that
@@ -10,9 +10,9 @@
 // after a grace period, so that a thread that read a weak handle's target just before it
 // was cleared never touches freed memory (collector.hpp has the whole life cycle).
 //
-//   struct node : palrt::sync::object { int value = 0; };
-//   palrt::sync::ref<node> n = palrt::sync::make_object<node>(collector);
-//   palrt::sync::weak_handle<node> w(table, n);     // typed_handles.hpp
+//   struct node : palrt::gc::object { int value = 0; };
+//   palrt::gc::ref<node> n = palrt::gc::make_object<node>(collector);
+//   palrt::gc::weak_handle<node> w(table, n);     // typed_handles.hpp
 //   n.reset();                                      // dead now: w.try_get() is empty
 //   collector.collect();                            // w cleared; n freed after a grace period
 //
@@ -32,7 +32,7 @@
 #include <type_traits>
 #include <utility>
 
-namespace palrt::sync {
+namespace palrt::gc {
 
 class collector;
 class handle_table;
@@ -160,7 +160,7 @@ class ref {
   }
   ~ref() {
     // Here rather than in the class: T may be incomplete where ref<T> is named (a member).
-    static_assert(std::is_base_of_v<object, T>, "ref<T> needs T derived from palrt::sync::object");
+    static_assert(std::is_base_of_v<object, T>, "ref<T> needs T derived from palrt::gc::object");
     reset();
   }
 
@@ -224,7 +224,7 @@ class object_access {
 // first when the collector collects every N allocations (collector_options).
 template <class T, class... Args>
 ref<T> make_object(collector& c, Args&&... args) {
-  static_assert(std::is_base_of_v<object, T>, "make_object<T> needs T derived from palrt::sync::object");
+  static_assert(std::is_base_of_v<object, T>, "make_object<T> needs T derived from palrt::gc::object");
   internal::object_access::begin_construction(c);
   T* p;
   try {
@@ -237,4 +237,4 @@ ref<T> make_object(collector& c, Args&&... args) {
   return ref<T>::adopt(p);
 }
 
-}  // namespace palrt::sync
+}  // namespace palrt::gc

@@ -1,4 +1,4 @@
-// palrt::sync::handle_table: stable slots that refer to objects, for a runtime's GC.
+// palrt::gc::handle_table: stable slots that refer to objects, for a runtime's GC.
 //
 // A handle is the address of one slot holding an object pointer (its target). Code that must
 // not hold an object pointer directly across a collection (native code, a cache, a side
@@ -76,9 +76,9 @@
 #include <string>
 #include <type_traits>
 
-#include "palrt/sync/detail/handle_fast_path.hpp"
+#include "palrt/gc/detail/handle_fast_path.hpp"
 
-namespace palrt::sync {
+namespace palrt::gc {
 
 namespace internal {
 class handle_table_access;
@@ -93,18 +93,18 @@ const char* handle_kind_name(handle_kind kind) noexcept;  // "strong", "weak-sho
 // A GC handle: the address of one slot. Plain data, copied freely; owning one (releasing it
 // exactly once) is the job of owned_handle and the typed wrappers (typed_handles.hpp). (Not
 // to be confused with the waitable objects' Win32-style handles of the sync manager.)
-class gc_handle {
+class handle {
  public:
-  gc_handle() noexcept = default;
+  handle() noexcept = default;
   explicit operator bool() const noexcept { return slot_ != nullptr; }
-  friend bool operator==(gc_handle, gc_handle) noexcept = default;
+  friend bool operator==(handle, handle) noexcept = default;
   // The slot's address, for logging and as a map key.
   const void* address() const noexcept { return slot_; }
 
  private:
   friend class handle_table;
   friend class internal::handle_table_access;
-  explicit gc_handle(std::atomic<void*>* slot) noexcept : slot_(slot) {}
+  explicit handle(std::atomic<void*>* slot) noexcept : slot_(slot) {}
   std::atomic<void*>* slot_ = nullptr;
 };
 
@@ -140,7 +140,7 @@ class handle_table {
   // handle's secondary and must be null for the other kinds. The target must not be an
   // object the host has found dead. Throws handle_allocation_error, and in a fork()ed child
   // pal::forked_child_error when it needs the blocks (see above).
-  gc_handle allocate(handle_kind kind, void* target, void* secondary = nullptr);
+  handle allocate(handle_kind kind, void* target, void* secondary = nullptr);
 
   // Returns the slot to the table and returns the target it held: null if a sweep had
   // cleared it. For a dependent handle this is exact, and it is how the owner learns who owns
@@ -148,23 +148,23 @@ class handle_table {
   // secondary (sweep_weak); otherwise the caller does. For the other kinds it is the value
   // seen just before the release (a sweep may clear it at the same time). Lock-free, from any
   // thread. Aborts on misuse (see above).
-  void* release(gc_handle h) noexcept;
+  void* release(handle h) noexcept;
 
   // The target (acquire: the target's initialisation, published before it was stored, is
   // visible). Undefined on a released handle.
-  static void* target(gc_handle h) noexcept { return h.slot_->load(std::memory_order_acquire); }
+  static void* target(handle h) noexcept { return h.slot_->load(std::memory_order_acquire); }
   // Stores a new target (release). For a dependent handle, the primary.
-  static void set_target(gc_handle h, void* target) noexcept {
+  static void set_target(handle h, void* target) noexcept {
     h.slot_->store(target, std::memory_order_release);
   }
   // A dependent handle's secondary (null for the other kinds).
-  void* secondary(gc_handle h) const noexcept;
+  void* secondary(handle h) const noexcept;
   // Replaces a dependent handle's secondary. Not atomic with respect to a sweep that clears
   // the primary at the same time (the sweep reports the secondary it read): a host changes
   // secondaries only while its sweeps are not running.
-  void set_secondary(gc_handle h, void* secondary) const noexcept;
+  void set_secondary(handle h, void* secondary) const noexcept;
   // The handle's kind, from its block. Aborts on a pointer that is no handle of this table.
-  handle_kind kind(gc_handle h) const noexcept;
+  handle_kind kind(handle h) const noexcept;
 
   // --- The host GC's interface (order: see the top of this file) ---
 
@@ -231,11 +231,11 @@ class handle_table {
   void visit_strong(void* visit, visit_fn) const;
   std::size_t promote(void* is_alive, predicate_fn, void* mark, visit_fn) const;
 
-  internal::handle_block* block_of(gc_handle h, const char* operation) const noexcept;
+  internal::handle_block* block_of(handle h, const char* operation) const noexcept;
   // What the inline fast paths hand over: everything but a slot from or to this thread's
   // cache of the table it used last, in a release build (handle_table.cpp).
-  gc_handle allocate_slow(handle_kind kind, void* target, void* secondary);
-  void* release_slow(gc_handle h) noexcept;
+  handle allocate_slow(handle_kind kind, void* target, void* secondary);
+  void* release_slow(handle h) noexcept;
 
   const std::uint64_t serial_;  // unique per table for the life of the process
   std::unique_ptr<internal::handle_table_state> state_;
@@ -253,7 +253,7 @@ class handle_table {
 #endif
 #endif
 
-inline gc_handle handle_table::allocate(handle_kind kind, void* target, void* secondary) {
+inline handle handle_table::allocate(handle_kind kind, void* target, void* secondary) {
   if (PALRT_HANDLE_INLINE_FAST_PATH && kind < handle_kind::dependent && !secondary) {
     const internal::thread_cache_hint hint = internal::current_thread_cache;
     if (hint.serial == serial_) [[likely]] {
@@ -262,14 +262,14 @@ inline gc_handle handle_table::allocate(handle_kind kind, void* target, void* se
         std::atomic<void*>* slot = cache.slots[--cache.count];
         // release: publishes the target's initialisation to sweeps and readers.
         slot->store(target, std::memory_order_release);
-        return gc_handle(slot);
+        return handle(slot);
       }
     }
   }
   return allocate_slow(kind, target, secondary);
 }
 
-inline void* handle_table::release(gc_handle h) noexcept {
+inline void* handle_table::release(handle h) noexcept {
   if (PALRT_HANDLE_INLINE_FAST_PATH) {
     const auto address = reinterpret_cast<std::uintptr_t>(h.slot_);
     const internal::handle_block* block = internal::handle_block::of(h.slot_);
@@ -297,4 +297,4 @@ inline void* handle_table::release(gc_handle h) noexcept {
   return release_slow(h);
 }
 
-}  // namespace palrt::sync
+}  // namespace palrt::gc

@@ -24,12 +24,12 @@
 #include <stdexcept>
 #include <utility>
 
-#include "palrt/sync/handle_table.hpp"
-#include "palrt/sync/object.hpp"
-#include "palrt/sync/owned_handle.hpp"
-#include "palrt/sync/read_section.hpp"
+#include "palrt/gc/handle_table.hpp"
+#include "palrt/gc/object.hpp"
+#include "palrt/gc/owned_handle.hpp"
+#include "palrt/gc/read_section.hpp"
 
-namespace palrt::sync {
+namespace palrt::gc {
 
 namespace internal {
 // A reference to the target of `h` if it is alive; empty if cleared or dead.
@@ -73,7 +73,7 @@ class strong_handle {
     if (auto* t = static_cast<T*>(handle_.reset())) internal::object_access::release(*t);
   }
   explicit operator bool() const noexcept { return static_cast<bool>(handle_); }
-  gc_handle raw() const noexcept { return handle_.get(); }
+  handle raw() const noexcept { return handle_.get(); }
 
  private:
   owned_handle handle_;
@@ -98,7 +98,7 @@ class weak_handle {
   bool cleared() const noexcept { return handle_.target() == nullptr; }
   void reset() noexcept { handle_.reset(); }
   explicit operator bool() const noexcept { return static_cast<bool>(handle_); }
-  gc_handle raw() const noexcept { return handle_.get(); }
+  handle raw() const noexcept { return handle_.get(); }
 
  private:
   owned_handle handle_;
@@ -147,10 +147,10 @@ class dependent_handle {
     if (handle_.reset() && secondary) internal::object_access::release(*secondary);
   }
   explicit operator bool() const noexcept { return static_cast<bool>(handle_); }
-  gc_handle raw() const noexcept { return handle_.get(); }
+  handle raw() const noexcept { return handle_.get(); }
 
  private:
   owned_handle handle_;
 };
 
-}  // namespace palrt::sync
+}  // namespace palrt::gc
