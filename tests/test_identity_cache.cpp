@@ -535,8 +535,8 @@ TEST_CASE("identity cache: outbound wrappers, one per object and cache, in the f
   CHECK(!other.try_get_outbound(*plain));
   CHECK(made == 3);
   // The field belongs to the first cache: its wrapper is read straight from the object.
-  CHECK(palrt::interop::internal::wrapper_access::outbound_cache_id(*managed).load() == f.cache.id());
-  CHECK(palrt::interop::internal::wrapper_access::outbound(*managed).load() == a.get());
+  CHECK(palrt::interop::detail::wrapper_access::outbound_cache_id(*managed).load() == f.cache.id());
+  CHECK(palrt::interop::detail::wrapper_access::outbound(*managed).load() == a.get());
   // Outbound wrappers live as long as their object, and the caches never keep the object.
   const std::size_t handles_before = f.table.counters().handles[static_cast<std::size_t>(handle_kind::dependent)];
   CHECK(handles_before == 2);  // other's entry for managed, f.cache's for plain
@@ -594,7 +594,7 @@ TEST_CASE("identity cache: wrappers may outlive their cache; a new cache never s
   CHECK(!fresh.try_get(n[0]));
   CHECK(!fresh.try_get_outbound(*managed));
   ref<object> mine = fresh.get_or_create_outbound(managed, [&](const auto&) { return make_object<plain_proxy>(f.gc, nullptr); });
-  CHECK(mine.get() != palrt::interop::internal::wrapper_access::outbound(*managed).load());  // side table
+  CHECK(mine.get() != palrt::interop::detail::wrapper_access::outbound(*managed).load());  // side table
   CHECK(fresh.try_get_outbound(*managed) == mine);
   // The wrapper of the destroyed cache retires quietly: its record finds the map closed.
   const std::size_t handles_before = weak_handles(f.table);

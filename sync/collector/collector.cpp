@@ -37,7 +37,7 @@ constinit thread_local std::size_t deaths_caused = 0;
 std::uint8_t state_of(void* target) noexcept {
   // relaxed: states of objects this collection condemns were written by this thread; the
   // others are only compared with those two values.
-  return object_access::state(*static_cast<object*>(target)).load(std::memory_order_relaxed);
+  return detail::object_access::state(*static_cast<object*>(target)).load(std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -85,7 +85,7 @@ namespace {
 object* reversed(object* list) noexcept {
   object* result = nullptr;
   while (list) {
-    object* next = object_access::next(*list);
+    object* next = detail::object_access::next(*list);
     collector_state::link(list, result);
     result = list;
     list = next;
@@ -104,7 +104,7 @@ std::size_t reclaim(collector_state& c) {
                                     [&](const retired_batch& b) { return b.tag >= oldest; });
   for (auto it = safe; it != c.retired.end(); ++it) {
     for (object* o = it->first; o;) {
-      object* next = object_access::next(*o);
+      object* next = detail::object_access::next(*o);
       collector_state::destroy(o);
       ++freed;
       o = next;
@@ -150,9 +150,9 @@ collection_report run_collection(collector_state& c, bool wait) {
     // Reversed: the stack holds the latest death first; objects are finalized in the order
     // they died, which keeps their wait in the queue fair.
     for (object* o = reversed(c.dead.exchange(nullptr, std::memory_order_acquire)); o;) {
-      object* next = object_access::next(*o);
-      auto& state = object_access::state(*o);
-      auto& flags = object_access::flags(*o);
+      object* next = detail::object_access::next(*o);
+      auto& state = detail::object_access::state(*o);
+      auto& flags = detail::object_access::flags(*o);
       // acquire: pairs with the finalizer's release of a resurrected object (finished()).
       if (state.load(std::memory_order_acquire) == finalizing) {
         // Resurrected and dead again while its finalize() still runs: the finalizer thread
@@ -170,8 +170,8 @@ collection_report run_collection(collector_state& c, bool wait) {
       o = next;
     }
     for (object* o = reversed(c.finalized_list.exchange(nullptr, std::memory_order_acquire)); o;) {
-      object* next = object_access::next(*o);
-      object_access::state(*o).store(condemned, std::memory_order_relaxed);
+      object* next = detail::object_access::next(*o);
+      detail::object_access::state(*o).store(condemned, std::memory_order_relaxed);
       collector_state::append(to_retire, o);
       o = next;
     }
@@ -193,7 +193,7 @@ collection_report run_collection(collector_state& c, bool wait) {
       report.dependent_cleared += c.table.sweep_weak(handle_kind::dependent, not_condemned, [](void*, void* secondary) {
         // The reference the dependent handle held; may make the secondary dead (a death
         // this round caused: another round collects it).
-        if (secondary) object_access::release(*static_cast<object*>(secondary));
+        if (secondary) detail::object_access::release(*static_cast<object*>(secondary));
       });
     }
     if (to_retire.n > 0) {
@@ -420,9 +420,9 @@ collector::~collector() {
     object* o = c.finalization.take_all(n);
     if (!o) return;
     object* last = o;
-    for (object* next; (next = internal::object_access::next(*last));) last = next;
-    for (object* p = o; p; p = internal::object_access::next(*p))
-      internal::object_access::state(*p).store(internal::finalized, std::memory_order_relaxed);
+    for (object* next; (next = detail::object_access::next(*last));) last = next;
+    for (object* p = o; p; p = detail::object_access::next(*p))
+      detail::object_access::state(*p).store(internal::finalized, std::memory_order_relaxed);
     internal::collector_state::push(c.finalized_list, o, last);
   };
   for (int i = 0; i < 64; ++i) {

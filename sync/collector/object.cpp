@@ -20,6 +20,14 @@ constinit thread_local collector_state* constructing = nullptr;
 std::atomic<unsigned> next_shard{0};
 constinit thread_local int shard = -1;
 }  // namespace
+}  // namespace internal
+
+namespace detail {
+using internal::allocation_shards;
+using internal::collector_state;
+using internal::constructing;
+using internal::next_shard;
+using internal::shard;
 
 void object_access::begin_construction(collector& c) noexcept {
   constructing = c.state_.get();  // no shared_ptr copy: two shared atomics per object saved
@@ -37,7 +45,7 @@ void object_access::created(object& o) {
 
 handle_table& object_access::table_of(const object& o) noexcept { return o.collector_->table; }
 
-}  // namespace internal
+}  // namespace detail
 
 object::object() : collector_(internal::constructing) {
   internal::constructing = nullptr;

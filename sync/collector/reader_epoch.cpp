@@ -44,11 +44,17 @@
 #include "palrt/gc/internal/grace_period.hpp"
 #include "palrt/gc/read_section.hpp"
 
-namespace palrt::gc::internal {
-
+namespace palrt::gc::detail {
 // Starts at 1: a record holding 0 is outside any section.
 std::atomic<std::uint64_t> global_epoch{1};
 constinit thread_local reader_record* current_reader = nullptr;
+}  // namespace palrt::gc::detail
+
+namespace palrt::gc::internal {
+
+using detail::current_reader;
+using detail::global_epoch;
+using detail::reader_record;
 
 namespace {
 
@@ -123,8 +129,16 @@ void release_records_in_fork_child() {
 }
 
 }  // namespace
+}  // namespace palrt::gc::internal
 
+namespace palrt::gc::detail {
+
+// A thread's first read section: a free record of an exited thread, or a new one.
 reader_record* register_current_reader() {
+  using internal::all_readers;
+  using internal::reader_exited;
+  using internal::reader_release;
+  using internal::release_records_in_fork_child;
   release_records_in_fork_child();
   if (!reader_exited) {
     static thread_local reader_release release_at_exit;  // registers the exit hook first
@@ -148,6 +162,9 @@ reader_record* register_current_reader() {
   current_reader = r;
   return r;
 }
+}  // namespace palrt::gc::detail
+
+namespace palrt::gc::internal {
 
 std::uint64_t retire_epoch() noexcept {
   // B'': acq_rel, so a reader that reads the new value (acquire), and a reclaimer's scan

@@ -74,8 +74,13 @@ class thread_cache_owner {
 };
 
 }  // namespace
+}  // namespace palrt::gc::internal
 
+namespace palrt::gc::detail {
 constinit thread_local thread_cache_hint current_thread_cache{0, nullptr};
+}  // namespace palrt::gc::detail
+
+namespace palrt::gc::internal {
 
 handle_table_caches* thread_caches_slow(std::uint64_t serial) {
   if (caches_returned) return nullptr;

@@ -86,8 +86,8 @@ void return_to_blocks(handle_kind_state& kind, handle_cache& cache, std::uint32_
 
 }  // namespace internal
 
-using internal::handle_block;
-using internal::handle_cache;
+using detail::handle_block;
+using detail::handle_cache;
 using internal::handle_kind_state;
 
 namespace {
@@ -107,24 +107,24 @@ handle_block* new_block(internal::handle_table_state& state, const handle_table*
                                                                        std::memory_order_relaxed)) {
   }
   if (failing > 0) throw handle_allocation_error(kind);
-  void* memory = std::aligned_alloc(internal::handle_block_bytes, internal::handle_block_bytes);
+  void* memory = std::aligned_alloc(detail::handle_block_bytes, detail::handle_block_bytes);
   if (!memory) throw handle_allocation_error(kind);
   std::atomic<void*>* secondaries = nullptr;
   if (kind == handle_kind::dependent) {
     secondaries = static_cast<std::atomic<void*>*>(
-        std::malloc(internal::handle_block_slots * sizeof(std::atomic<void*>)));
+        std::malloc(detail::handle_block_slots * sizeof(std::atomic<void*>)));
     if (!secondaries) {
       std::free(memory);
       throw handle_allocation_error(kind);
     }
-    for (std::size_t i = 0; i < internal::handle_block_slots; ++i)
+    for (std::size_t i = 0; i < detail::handle_block_slots; ++i)
       new (&secondaries[i]) std::atomic<void*>(nullptr);
   }
   auto* block = new (memory) handle_block;
   block->owner = owner;
   block->kind = kind;
   block->secondaries = secondaries;
-  for (auto& slot : block->slots) slot.store(internal::free_slot_marker(), std::memory_order_relaxed);
+  for (auto& slot : block->slots) slot.store(detail::free_slot_marker(), std::memory_order_relaxed);
   if (PALRT_HANDLE_CHECKS) {
     std::lock_guard lock(state.all_blocks_lock);
     auto& all = state.all_blocks;
@@ -198,7 +198,7 @@ void refill(internal::handle_table_state& state, const handle_table* owner, hand
   k.blocks.store(block, std::memory_order_release);
   k.block_count.fetch_add(1, std::memory_order_relaxed);
   k.cursor = block;
-  k.free_in_blocks.fetch_add(internal::handle_block_slots, std::memory_order_relaxed);
+  k.free_in_blocks.fetch_add(detail::handle_block_slots, std::memory_order_relaxed);
   claim_from(block, cache, before + want);
   k.free_in_blocks.fetch_sub(cache.count - before, std::memory_order_relaxed);
 }
@@ -288,9 +288,9 @@ void handle_table::release_collector(const void* owner) noexcept {
     if (!std::binary_search(state_->all_blocks.begin(), state_->all_blocks.end(), block))
       misuse(operation, h.slot_, "not a handle of this table");
   }
-  if (block->magic != internal::handle_block_magic || block->owner != this)
+  if (block->magic != detail::handle_block_magic || block->owner != this)
     misuse(operation, h.slot_, "not a handle of this table");
-  if (address - reinterpret_cast<std::uintptr_t>(block) < internal::handle_block_header_bytes)
+  if (address - reinterpret_cast<std::uintptr_t>(block) < detail::handle_block_header_bytes)
     misuse(operation, h.slot_, "not a handle of this table (inside a block header)");
   return block;
 }
@@ -306,7 +306,7 @@ namespace {
 [[gnu::noinline]] std::atomic<void*>* slot_from_cache_or_block(std::uint64_t serial, internal::handle_table_state& state,
                                                     const handle_table* owner, handle_kind kind) {
   const auto k = static_cast<std::size_t>(kind);
-  if (internal::handle_table_caches* caches = internal::thread_caches_slow(serial)) {
+  if (detail::handle_table_caches* caches = internal::thread_caches_slow(serial)) {
     handle_cache& cache = caches->kinds[k];
     if (cache.count == 0) refill(state, owner, kind, cache);
     return cache.slots[--cache.count];
@@ -324,7 +324,7 @@ namespace {
 [[gnu::noinline]] void release_to_cache_or_block(std::uint64_t serial, internal::handle_table_state& state, handle_kind kind,
                                     std::atomic<void*>* slot) noexcept {
   handle_kind_state& k = state.kinds[static_cast<std::size_t>(kind)];
-  internal::handle_table_caches* caches = nullptr;
+  detail::handle_table_caches* caches = nullptr;
   try {
     caches = internal::thread_caches_slow(serial);
   } catch (...) {
@@ -350,7 +350,7 @@ handle handle_table::allocate_slow(handle_kind kind, void* target, void* seconda
   if (secondary && kind != handle_kind::dependent) [[unlikely]]
     throw std::invalid_argument("palrt: handle_table::allocate: only a dependent handle has a secondary");
   std::atomic<void*>* slot;
-  const internal::thread_cache_hint hint = internal::current_thread_cache;
+  const detail::thread_cache_hint hint = detail::current_thread_cache;
   if (hint.serial == serial_ && hint.caches->kinds[k].count > 0) [[likely]]
     slot = hint.caches->kinds[k].slots[--hint.caches->kinds[k].count];
   else
@@ -375,10 +375,10 @@ void* handle_table::release_slow(handle h) noexcept {
   // acq_rel: acquire makes the target's last writer's stores visible to the caller (who may
   // act on the returned target); release orders the caller's last uses of the slot before the
   // slot's next owner.
-  void* old = h.slot_->exchange(internal::free_slot_marker(), std::memory_order_acq_rel);
-  if (old == internal::free_slot_marker()) misuse("release", h.slot_, "the handle was already released");
+  void* old = h.slot_->exchange(detail::free_slot_marker(), std::memory_order_acq_rel);
+  if (old == detail::free_slot_marker()) misuse("release", h.slot_, "the handle was already released");
   if (block->secondaries) block->secondaries[block->index_of(h.slot_)].store(nullptr, std::memory_order_relaxed);
-  const internal::thread_cache_hint hint = internal::current_thread_cache;
+  const detail::thread_cache_hint hint = detail::current_thread_cache;
   if (hint.serial == serial_) {
     handle_cache& cache = hint.caches->kinds[static_cast<std::size_t>(block->kind)];
     if (cache.count < handle_cache::capacity) {
@@ -407,7 +407,7 @@ std::size_t handle_table::sweep(handle_kind kind, void* is_alive, predicate_fn a
                                 cleared_fn cleared) {
   if (kind == handle_kind::strong || static_cast<std::size_t>(kind) >= handle_kind_count)
     throw std::invalid_argument("palrt: handle_table::sweep_weak: only weak and dependent handles are swept");
-  void* const marker = internal::free_slot_marker();
+  void* const marker = detail::free_slot_marker();
   std::size_t count = 0;
   for_each_used_slot(state_->kinds[static_cast<std::size_t>(kind)], [&](handle_block* block, std::size_t i) {
     std::atomic<void*>& slot = block->slots[i];
@@ -426,7 +426,7 @@ std::size_t handle_table::sweep(handle_kind kind, void* is_alive, predicate_fn a
 }
 
 void handle_table::visit_strong(void* visit, visit_fn fn) const {
-  void* const marker = internal::free_slot_marker();
+  void* const marker = detail::free_slot_marker();
   for_each_used_slot(state_->kinds[static_cast<std::size_t>(handle_kind::strong)], [&](handle_block* block, std::size_t i) {
     void* target = block->slots[i].load(std::memory_order_acquire);
     if (target && target != marker) fn(visit, target);
@@ -434,7 +434,7 @@ void handle_table::visit_strong(void* visit, visit_fn fn) const {
 }
 
 std::size_t handle_table::promote(void* is_alive, predicate_fn alive, void* mark, visit_fn fn) const {
-  void* const marker = internal::free_slot_marker();
+  void* const marker = detail::free_slot_marker();
   std::size_t count = 0;
   for_each_used_slot(state_->kinds[static_cast<std::size_t>(handle_kind::dependent)], [&](handle_block* block, std::size_t i) {
     void* primary = block->slots[i].load(std::memory_order_acquire);
@@ -450,14 +450,14 @@ std::size_t handle_table::promote(void* is_alive, predicate_fn alive, void* mark
 
 handle_counters handle_table::counters() const {
   handle_counters c;
-  void* const marker = internal::free_slot_marker();
+  void* const marker = detail::free_slot_marker();
   for (std::size_t k = 0; k < handle_kind_count; ++k) {
     const handle_kind_state& state = state_->kinds[k];
     const std::size_t blocks = state.block_count.load(std::memory_order_relaxed);
     c.blocks += blocks;
-    c.bytes += blocks * (internal::handle_block_bytes +
+    c.bytes += blocks * (detail::handle_block_bytes +
                          (k == static_cast<std::size_t>(handle_kind::dependent)
-                              ? internal::handle_block_slots * sizeof(std::atomic<void*>)
+                              ? detail::handle_block_slots * sizeof(std::atomic<void*>)
                               : 0));
     for_each_used_slot(state, [&](handle_block* block, std::size_t i) {
       if (block->slots[i].load(std::memory_order_relaxed) != marker) ++c.handles[k];

@@ -30,9 +30,9 @@
 
 namespace palrt::interop {
 
-namespace internal {
+namespace detail {
 constinit thread_local dispatch_lookup_counts dispatch_lookups;
-}  // namespace internal
+}  // namespace detail
 
 namespace {
 
@@ -53,7 +53,7 @@ dispatch_cache::dispatch_cache(dispatch_policy policy)
 
 dispatch_cache::~dispatch_cache() {
   for (const type_descriptor* type : state_->l1_claimed) {
-    internal::type_dispatch_state& l1 = type->palrt_state;
+    detail::type_dispatch_state& l1 = type->palrt_state;
     // relaxed: ordered before the release below (C').
     l1.l1_view.store(nullptr, std::memory_order_relaxed);
     // (C') release: the null view before the free slot; the next claim acquires it (C'').
@@ -65,9 +65,9 @@ dispatch_cache::~dispatch_cache() {
 const dispatch_policy& dispatch_cache::policy() const noexcept { return state_->policy; }
 
 const exposed_interfaces& dispatch_cache::interfaces_for_slow(const type_descriptor& type) {
-  ++internal::dispatch_lookups.fallback_lookups;
+  ++detail::dispatch_lookups.fallback_lookups;
   internal::dispatch_cache_state& s = *state_;
-  internal::type_dispatch_state& l1 = type.palrt_state;
+  detail::type_dispatch_state& l1 = type.palrt_state;
 
   const exposed_interfaces* view = s.views_by_type.find(type);
   // relaxed: a hint only; the claim below decides, under the lock, by compare-exchange.

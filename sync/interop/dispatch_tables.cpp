@@ -122,7 +122,7 @@ dispatch_table::dispatch_table(const internal::dispatch_key&, const type_descrip
   }
 }
 
-namespace internal {
+namespace detail {
 
 const dispatch_table& build_dispatch_table(const type_descriptor& type) {
   table_registry& r = registry();
@@ -131,13 +131,17 @@ const dispatch_table& build_dispatch_table(const type_descriptor& type) {
   if (const dispatch_table* published = type.palrt_state.table.load(std::memory_order_relaxed)) return *published;
   r.tables.reserve(r.tables.size() + 1);  // so that keeping the table cannot throw
   // Throws for a bad descriptor: nothing is kept or published then.
-  r.tables.push_back(std::make_unique<dispatch_table>(dispatch_key{}, type));
+  r.tables.push_back(std::make_unique<dispatch_table>(internal::dispatch_key{}, type));
   const dispatch_table* table = r.tables.back().get();
   r.built.fetch_add(1, std::memory_order_relaxed);
   // release: the table's contents before its address (acquire in dispatch_table_for).
   type.palrt_state.table.store(table, std::memory_order_release);
   return *table;
 }
+
+}  // namespace detail
+
+namespace internal {
 
 std::uint64_t dispatch_tables_built() noexcept { return registry().built.load(std::memory_order_relaxed); }
 

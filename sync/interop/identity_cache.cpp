@@ -106,16 +106,16 @@ bool identity_cache::remove(const void* identity, gc::handle handle) noexcept {
   return true;
 }
 
-gc::ref<gc::object> identity_cache::get_or_create_erased(const void* identity, internal::factory_fn factory,
+gc::ref<gc::object> identity_cache::get_or_create_erased(const void* identity, detail::factory_fn factory,
                                                              void* context) {
   internal::refuse_in_forked_child(*state_, "get_or_create");
   if (internal::is_reserved(identity)) internal::throw_reserved("get_or_create", identity);
 
   // A miss: the factory runs with no lock held (it may call back into this cache, even for
   // the same identity, from this or another thread).
-  internal::made_wrapper made = factory(context, identity);
+  detail::made_wrapper made = factory(context, identity);
   if (!made.wrapper) internal::throw_invalid("get_or_create", "the factory returned no wrapper");
-  if (&gc::internal::object_access::table_of(*made.wrapper) != &state_->table)
+  if (&gc::detail::object_access::table_of(*made.wrapper) != &state_->table)
     internal::throw_invalid("get_or_create", "the factory returned an object of another collector");
 
   // The record and its weak handle are made before any lock is taken. Weak-long: it tracks
@@ -131,7 +131,7 @@ gc::ref<gc::object> identity_cache::get_or_create_erased(const void* identity, i
   struct linking {
     identity_cache* cache;
     const void* identity;
-    internal::made_wrapper* made;
+    detail::made_wrapper* made;
     wrapper_record* record;
     bool reused = false;  // the wrapper already had a record of this cache for this identity
   } link{this, identity, &made, record.get()};
@@ -139,18 +139,18 @@ gc::ref<gc::object> identity_cache::get_or_create_erased(const void* identity, i
     auto& l = *static_cast<linking*>(p);
     wrapper_record* existing = nullptr;
     if (l.made->slots) {
-      auto& field = internal::wrapper_access::record(*l.made->slots);
-      gc::internal::object_access::add_ref(*l.record);  // the field's reference, if it wins
+      auto& field = detail::wrapper_access::record(*l.made->slots);
+      gc::detail::object_access::add_ref(*l.record);  // the field's reference, if it wins
       // acq_rel: publishes the record's initialisation; on failure, acquire sees the winner's.
       if (field.compare_exchange_strong(existing, l.record, std::memory_order_acq_rel, std::memory_order_acquire)) {
         l.record->linked_ = true;
         return l.record->handle();
       }
-      gc::internal::object_access::release(*l.record);
+      gc::detail::object_access::release(*l.record);
     } else {
       internal::weak_object_table& side = internal::record_side_table();
       std::lock_guard<std::mutex> lock(side.lock_for(l.made->wrapper.get()));
-      gc::internal::object_access::add_ref(*l.record);  // a reference for the call (the entry takes its own)
+      gc::detail::object_access::add_ref(*l.record);  // a reference for the call (the entry takes its own)
       const gc::ref<gc::object> value = gc::ref<wrapper_record>::adopt(l.record);
       gc::ref<gc::object> winner = side.insert_locked(l.made->wrapper, value);
       if (winner.get() == l.record) {
@@ -190,13 +190,13 @@ gc::ref<gc::object> identity_cache::get_or_create_erased(const void* identity, i
 }
 
 gc::ref<gc::object> identity_cache::get_or_create_outbound_erased(gc::object* managed, wrapper_object* slots,
-                                                                      internal::factory_fn factory, void* context,
+                                                                      detail::factory_fn factory, void* context,
                                                                       const void* argument) {
   internal::refuse_in_forked_child(*state_, "get_or_create_outbound");
   if (!managed) internal::throw_invalid("get_or_create_outbound", "no object");
-  internal::made_wrapper made = factory(context, argument);  // no lock held
+  detail::made_wrapper made = factory(context, argument);  // no lock held
   if (!made.wrapper) internal::throw_invalid("get_or_create_outbound", "the factory returned no wrapper");
-  if (&gc::internal::object_access::table_of(*made.wrapper) != &gc::internal::object_access::table_of(*managed))
+  if (&gc::detail::object_access::table_of(*made.wrapper) != &gc::detail::object_access::table_of(*managed))
     internal::throw_invalid("get_or_create_outbound", "the wrapper and the object belong to different collectors");
 
   // Every publication of this cache for `managed` happens under this lock: the field's
@@ -204,29 +204,29 @@ gc::ref<gc::object> identity_cache::get_or_create_outbound_erased(gc::object* ma
   internal::weak_object_table& side = state_->outbound;
   std::lock_guard<std::mutex> lock(side.lock_for(managed));
   if (slots) {
-    auto& owner = internal::wrapper_access::outbound_cache_id(*slots);
-    auto& field = internal::wrapper_access::outbound(*slots);
+    auto& owner = detail::wrapper_access::outbound_cache_id(*slots);
+    auto& field = detail::wrapper_access::outbound(*slots);
     // relaxed: claims are compared only; the value's publication below is the release.
     std::uint64_t current = owner.load(std::memory_order_relaxed);
     if (current == id_) return own(field.load(std::memory_order_relaxed));  // written under our lock
     if (current == 0 && owner.compare_exchange_strong(current, id_, std::memory_order_relaxed)) {
-      gc::internal::object_access::add_ref(*made.wrapper);  // the field's reference
+      gc::detail::object_access::add_ref(*made.wrapper);  // the field's reference
       // release: pairs with field_outbound()'s acquire (the claim and the wrapper's state).
       field.store(made.wrapper.get(), std::memory_order_release);
       return std::move(made.wrapper);
     }
   }
-  gc::internal::object_access::add_ref(*managed);  // the caller holds it: alive
+  gc::detail::object_access::add_ref(*managed);  // the caller holds it: alive
   return side.insert_locked(gc::ref<gc::object>::adopt(managed), made.wrapper);
 }
 
 gc::ref<gc::object> identity_cache::try_get_outbound_erased(gc::object& managed, wrapper_object* slots) const {
   internal::refuse_in_forked_child(*state_, "try_get_outbound");
   internal::weak_object_table& side = state_->outbound;
-  if (slots && internal::wrapper_access::outbound_cache_id(*slots).load(std::memory_order_relaxed) == id_) {
+  if (slots && detail::wrapper_access::outbound_cache_id(*slots).load(std::memory_order_relaxed) == id_) {
     // Claimed by this cache, the value maybe not stored yet: it is, once we hold the lock.
     std::lock_guard<std::mutex> lock(side.lock_for(&managed));
-    return own(internal::wrapper_access::outbound(*slots).load(std::memory_order_relaxed));
+    return own(detail::wrapper_access::outbound(*slots).load(std::memory_order_relaxed));
   }
   return side.find(managed);
 }

@@ -34,7 +34,7 @@ gc::ref<gc::object> weak_object_table::find(const gc::object& key) const {
 }
 
 weak_object_table::entry_map::iterator weak_object_table::entry_of(shard& s, const gc::object& key) noexcept {
-  const collector_id collector = gc::internal::object_access::collector_of(key);
+  const collector_id collector = gc::detail::object_access::collector_of(key);
   auto [it, end] = s.entries.equal_range(&key);
   for (; it != end; ++it)
     if (it->second.collector == collector) return it;  // the tag alone: nothing else is read
@@ -50,7 +50,7 @@ gc::ref<gc::object> weak_object_table::find_locked(const gc::object& key) const 
 gc::ref<gc::object> weak_object_table::insert_locked(const gc::ref<gc::object>& key,
                                                          const gc::ref<gc::object>& value) {
   shard& s = shard_for(key.get());
-  const collector_id collector = gc::internal::object_access::collector_of(*key);
+  const collector_id collector = gc::detail::object_access::collector_of(*key);
   auto it = entry_of(s, *key);
   if (it != s.entries.end()) {
     if (gc::ref<gc::object> winner = live_value(it->second.handle, *key)) return winner;

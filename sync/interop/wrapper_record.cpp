@@ -29,24 +29,24 @@ void wrapper_record::finalize() { retire(); }
 
 wrapper_record::~wrapper_record() { retire(); }
 
-gc::ref<wrapper_record> internal::record_in_fields(const wrapper_object& wrapper) {
+gc::ref<wrapper_record> detail::record_in_fields(const wrapper_object& wrapper) {
   // acquire: the record was initialised before it was published (compare-exchange).
-  wrapper_record* r = internal::wrapper_access::record(const_cast<wrapper_object&>(wrapper)).load(std::memory_order_acquire);
+  wrapper_record* r = detail::wrapper_access::record(const_cast<wrapper_object&>(wrapper)).load(std::memory_order_acquire);
   if (!r) return {};
   // The field holds a reference for as long as the wrapper lives, and the caller holds it.
-  gc::internal::object_access::add_ref(*r);
+  gc::detail::object_access::add_ref(*r);
   return gc::ref<wrapper_record>::adopt(r);
 }
 
-gc::ref<wrapper_record> internal::record_of_object(const gc::object& wrapper) {
+gc::ref<wrapper_record> detail::record_of_object(const gc::object& wrapper) {
   if (auto* slots = dynamic_cast<const wrapper_object*>(&wrapper)) return record_in_fields(*slots);
   return gc::static_ref_cast<wrapper_record>(internal::record_side_table().find(wrapper));
 }
 
 wrapper_object::~wrapper_object() {
   // relaxed: the object is being freed; nobody else reads its fields any more.
-  if (wrapper_record* r = record_.load(std::memory_order_relaxed)) gc::internal::object_access::release(*r);
-  if (gc::object* o = outbound_.load(std::memory_order_relaxed)) gc::internal::object_access::release(*o);
+  if (wrapper_record* r = record_.load(std::memory_order_relaxed)) gc::detail::object_access::release(*r);
+  if (gc::object* o = outbound_.load(std::memory_order_relaxed)) gc::detail::object_access::release(*o);
 }
 
 }  // namespace palrt::interop

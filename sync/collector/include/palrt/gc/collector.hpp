@@ -139,7 +139,7 @@ class collector {
 
  private:
   friend class internal::collector_access;
-  friend class internal::object_access;
+  friend class detail::object_access;
   std::shared_ptr<internal::collector_state> state_;
 };
 

@@ -44,9 +44,11 @@ void reregister_for_finalize(finalizable& o) noexcept;
 
 namespace internal {
 struct collector_state;
-class object_access;
 class finalization_access;
 }  // namespace internal
+namespace detail {
+class object_access;
+}  // namespace detail
 
 class object {
  public:
@@ -65,7 +67,7 @@ class object {
  private:
   friend class collector;
   friend class finalizable;
-  friend class internal::object_access;
+  friend class detail::object_access;
   friend class internal::finalization_access;
   friend struct internal::collector_state;
   friend void suppress_finalize(finalizable& o) noexcept;
@@ -192,7 +194,7 @@ ref<To> static_ref_cast(ref<From> r) noexcept {
   return ref<To>::adopt(static_cast<To*>(r.detach()));
 }
 
-namespace internal {
+namespace detail {
 // make_object's hand-off to object(): which collector the object being constructed on this
 // thread belongs to.
 class object_access {
@@ -205,7 +207,7 @@ class object_access {
   // The state of the object's collector, as an identity: unlike a table's or a collector's
   // address, it is never reused while an object of that collector exists (a collector
   // destroyed with objects alive keeps its state for the life of the process).
-  static const collector_state* collector_of(const object& o) noexcept { return o.collector_; }
+  static const internal::collector_state* collector_of(const object& o) noexcept { return o.collector_; }
   static void add_ref(object& o) noexcept { o.add_ref(); }
   static bool try_add_ref(object& o) noexcept { return o.try_add_ref(); }
   // Whether the count is not zero yet (relaxed: a snapshot; a caller that must keep the
@@ -217,7 +219,7 @@ class object_access {
   static std::atomic<std::uint8_t>& flags(object& o) noexcept { return o.flags_; }
   static object* next(const object& o) noexcept { return o.next_; }
 };
-}  // namespace internal
+}  // namespace detail
 
 // Creates a T belonging to `c` and returns the only reference to it. Throws what T's
 // constructor or operator new throws (nothing is registered then). May run a collection
@@ -225,15 +227,15 @@ class object_access {
 template <class T, class... Args>
 ref<T> make_object(collector& c, Args&&... args) {
   static_assert(std::is_base_of_v<object, T>, "make_object<T> needs T derived from palrt::gc::object");
-  internal::object_access::begin_construction(c);
+  detail::object_access::begin_construction(c);
   T* p;
   try {
     p = new T(std::forward<Args>(args)...);
   } catch (...) {
-    internal::object_access::end_construction();
+    detail::object_access::end_construction();
     throw;
   }
-  internal::object_access::created(*p);
+  detail::object_access::created(*p);
   return ref<T>::adopt(p);
 }
 

@@ -37,7 +37,7 @@
 
 namespace palrt::gc {
 
-namespace internal {
+namespace detail {
 
 // One per thread that ever read; never freed (reused after its thread exits), so a
 // reclaimer can walk the list of records without a lock.
@@ -53,18 +53,18 @@ extern std::atomic<std::uint64_t> global_epoch;
 extern constinit thread_local reader_record* current_reader;
 reader_record* register_current_reader();
 
-}  // namespace internal
+}  // namespace detail
 
 class read_section {
  public:
   read_section() {
-    internal::reader_record* r = internal::current_reader;
-    if (!r) [[unlikely]] r = internal::register_current_reader();
+    detail::reader_record* r = detail::current_reader;
+    if (!r) [[unlikely]] r = detail::register_current_reader();
     record_ = r;
     if (r->depth++ == 0) {
       // acquire: a reader that sees an epoch the reclaimer advanced to also sees what the
       // reclaimer unlinked before advancing it (B'' in reader_epoch.cpp).
-      const std::uint64_t e = internal::global_epoch.load(std::memory_order_acquire);
+      const std::uint64_t e = detail::global_epoch.load(std::memory_order_acquire);
       // B: a plain store, no fence. The reclaimer's process-wide barrier (B') makes either
       // this store visible to its scan, or the reclaimer's unlinking visible to our loads.
       r->epoch.store(e, std::memory_order_relaxed);
@@ -80,7 +80,7 @@ class read_section {
   read_section& operator=(const read_section&) = delete;
 
  private:
-  internal::reader_record* record_;
+  detail::reader_record* record_;
 };
 
 }  // namespace palrt::gc

@@ -31,7 +31,7 @@
 
 namespace palrt::gc {
 
-namespace internal {
+namespace detail {
 // A reference to the target of `h` if it is alive; empty if cleared or dead.
 template <class T>
 ref<T> try_get_target(const owned_handle& h) {
@@ -41,7 +41,7 @@ ref<T> try_get_target(const owned_handle& h) {
   if (!target || !object_access::try_add_ref(*target)) return {};
   return ref<T>::adopt(target);
 }
-}  // namespace internal
+}  // namespace detail
 
 template <class T>
 class strong_handle {
@@ -49,8 +49,8 @@ class strong_handle {
   strong_handle() noexcept = default;
   explicit strong_handle(const ref<T>& target) {
     if (!target) return;
-    handle_ = owned_handle(internal::object_access::table_of(*target), handle_kind::strong, target.get());
-    internal::object_access::add_ref(*target);
+    handle_ = owned_handle(detail::object_access::table_of(*target), handle_kind::strong, target.get());
+    detail::object_access::add_ref(*target);
   }
   strong_handle(strong_handle&&) noexcept = default;
   strong_handle& operator=(strong_handle&& other) noexcept {
@@ -66,11 +66,11 @@ class strong_handle {
   T* get() const noexcept { return static_cast<T*>(handle_.target()); }
   ref<T> lock() const noexcept {
     T* t = get();
-    if (t) internal::object_access::add_ref(*t);
+    if (t) detail::object_access::add_ref(*t);
     return ref<T>::adopt(t);
   }
   void reset() noexcept {
-    if (auto* t = static_cast<T*>(handle_.reset())) internal::object_access::release(*t);
+    if (auto* t = static_cast<T*>(handle_.reset())) detail::object_access::release(*t);
   }
   explicit operator bool() const noexcept { return static_cast<bool>(handle_); }
   handle raw() const noexcept { return handle_.get(); }
@@ -87,12 +87,12 @@ class weak_handle {
   explicit weak_handle(const ref<T>& target, handle_kind kind = handle_kind::weak_short) {
     if (kind != handle_kind::weak_short && kind != handle_kind::weak_long)
       throw std::invalid_argument("palrt: weak_handle: the kind must be weak_short or weak_long");
-    if (target) handle_ = owned_handle(internal::object_access::table_of(*target), kind, target.get());
+    if (target) handle_ = owned_handle(detail::object_access::table_of(*target), kind, target.get());
   }
   weak_handle(weak_handle&&) noexcept = default;
   weak_handle& operator=(weak_handle&&) noexcept = default;
 
-  ref<T> try_get() const { return internal::try_get_target<T>(handle_); }
+  ref<T> try_get() const { return detail::try_get_target<T>(handle_); }
   // true once a collection cleared the handle (or it never had a target). A dead target that
   // no collection has seen yet still counts as not cleared: try_get() tells.
   bool cleared() const noexcept { return handle_.target() == nullptr; }
@@ -111,11 +111,11 @@ class dependent_handle {
   // Both must be alive objects of the same collector (std::invalid_argument otherwise).
   dependent_handle(const ref<P>& primary, const ref<S>& secondary) {
     if (!primary || !secondary) throw std::invalid_argument("palrt: dependent_handle: primary and secondary are required");
-    handle_table& table = internal::object_access::table_of(*primary);
-    if (&internal::object_access::table_of(*secondary) != &table)
+    handle_table& table = detail::object_access::table_of(*primary);
+    if (&detail::object_access::table_of(*secondary) != &table)
       throw std::invalid_argument("palrt: dependent_handle: primary and secondary belong to different collectors");
     handle_ = owned_handle(table, handle_kind::dependent, primary.get(), secondary.get());
-    internal::object_access::add_ref(*secondary);
+    detail::object_access::add_ref(*secondary);
   }
   dependent_handle(dependent_handle&&) noexcept = default;
   dependent_handle& operator=(dependent_handle&& other) noexcept {
@@ -127,16 +127,16 @@ class dependent_handle {
   }
   ~dependent_handle() { reset(); }
 
-  ref<P> try_get_primary() const { return internal::try_get_target<P>(handle_); }
+  ref<P> try_get_primary() const { return detail::try_get_target<P>(handle_); }
   // The secondary while the primary lives; empty once the primary is dead.
   ref<S> try_get_secondary() const {
     if (!handle_) return {};
     read_section section;
-    ref<P> primary = internal::try_get_target<P>(handle_);
+    ref<P> primary = detail::try_get_target<P>(handle_);
     if (!primary) return {};
     // The primary is alive, so no sweep clears this handle: it still holds the secondary.
     auto* secondary = static_cast<S*>(handle_.table()->secondary(handle_.get()));
-    if (!secondary || !internal::object_access::try_add_ref(*secondary)) return {};
+    if (!secondary || !detail::object_access::try_add_ref(*secondary)) return {};
     return ref<S>::adopt(secondary);
   }
   void reset() noexcept {
@@ -144,7 +144,7 @@ class dependent_handle {
     // Read before releasing (the slot may be reused after). If a sweep cleared the primary
     // meanwhile, release() returns null and the sweep dropped the secondary instead.
     auto* secondary = static_cast<S*>(handle_.table()->secondary(handle_.get()));
-    if (handle_.reset() && secondary) internal::object_access::release(*secondary);
+    if (handle_.reset() && secondary) detail::object_access::release(*secondary);
   }
   explicit operator bool() const noexcept { return static_cast<bool>(handle_); }
   handle raw() const noexcept { return handle_.get(); }

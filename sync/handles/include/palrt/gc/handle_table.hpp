@@ -87,7 +87,7 @@ struct handle_table_state;
 
 enum class handle_kind : std::uint8_t { strong, weak_short, weak_long, dependent };
 inline constexpr std::size_t handle_kind_count = 4;
-static_assert(handle_kind_count == internal::handle_kinds);
+static_assert(handle_kind_count == detail::handle_kinds);
 const char* handle_kind_name(handle_kind kind) noexcept;  // "strong", "weak-short", ...
 
 // A GC handle: the address of one slot. Plain data, copied freely; owning one (releasing it
@@ -231,7 +231,7 @@ class handle_table {
   void visit_strong(void* visit, visit_fn) const;
   std::size_t promote(void* is_alive, predicate_fn, void* mark, visit_fn) const;
 
-  internal::handle_block* block_of(handle h, const char* operation) const noexcept;
+  detail::handle_block* block_of(handle h, const char* operation) const noexcept;
   // What the inline fast paths hand over: everything but a slot from or to this thread's
   // cache of the table it used last, in a release build (handle_table.cpp).
   handle allocate_slow(handle_kind kind, void* target, void* secondary);
@@ -255,9 +255,9 @@ class handle_table {
 
 inline handle handle_table::allocate(handle_kind kind, void* target, void* secondary) {
   if (PALRT_HANDLE_INLINE_FAST_PATH && kind < handle_kind::dependent && !secondary) {
-    const internal::thread_cache_hint hint = internal::current_thread_cache;
+    const detail::thread_cache_hint hint = detail::current_thread_cache;
     if (hint.serial == serial_) [[likely]] {
-      internal::handle_cache& cache = hint.caches->kinds[static_cast<std::size_t>(kind)];
+      detail::handle_cache& cache = hint.caches->kinds[static_cast<std::size_t>(kind)];
       if (cache.count > 0) [[likely]] {
         std::atomic<void*>* slot = cache.slots[--cache.count];
         // release: publishes the target's initialisation to sweeps and readers.
@@ -272,19 +272,19 @@ inline handle handle_table::allocate(handle_kind kind, void* target, void* secon
 inline void* handle_table::release(handle h) noexcept {
   if (PALRT_HANDLE_INLINE_FAST_PATH) {
     const auto address = reinterpret_cast<std::uintptr_t>(h.slot_);
-    const internal::handle_block* block = internal::handle_block::of(h.slot_);
+    const detail::handle_block* block = detail::handle_block::of(h.slot_);
     // The release build's misuse checks (see the top of this file): anything unusual, a
     // dependent handle included, goes to release_slow(), which reports it.
     if (h.slot_ && address % alignof(std::atomic<void*>) == 0 &&
-        address - reinterpret_cast<std::uintptr_t>(block) >= internal::handle_block_header_bytes &&
-        block->magic == internal::handle_block_magic && block->owner == this && !block->secondaries) [[likely]] {
-      const internal::thread_cache_hint hint = internal::current_thread_cache;
+        address - reinterpret_cast<std::uintptr_t>(block) >= detail::handle_block_header_bytes &&
+        block->magic == detail::handle_block_magic && block->owner == this && !block->secondaries) [[likely]] {
+      const detail::thread_cache_hint hint = detail::current_thread_cache;
       if (hint.serial == serial_) [[likely]] {
-        internal::handle_cache& cache = hint.caches->kinds[static_cast<std::size_t>(block->kind)];
-        void* const marker = internal::free_slot_marker();
+        detail::handle_cache& cache = hint.caches->kinds[static_cast<std::size_t>(block->kind)];
+        void* const marker = detail::free_slot_marker();
         // acquire: the caller may act on the returned target.
         void* const old = h.slot_->load(std::memory_order_acquire);
-        if (old != marker && cache.count < internal::handle_cache::capacity) [[likely]] {
+        if (old != marker && cache.count < detail::handle_cache::capacity) [[likely]] {
           // A load and a store, no read-modify-write: see release_slow() for why that is
           // enough for these kinds. release: the caller's uses of the slot come before reuse.
           h.slot_->store(marker, std::memory_order_release);

@@ -109,7 +109,7 @@ struct interface_descriptor {
 class dispatch_table;
 class exposed_interfaces;
 
-namespace internal {
+namespace detail {
 // palrt's per-type state, kept in the host's descriptor so that finding it is a load.
 struct type_dispatch_state {
   // The process-wide table once built (dispatch_tables.cpp); then never changed or freed.
@@ -119,7 +119,7 @@ struct type_dispatch_state {
   std::atomic<std::uint64_t> l1_owner{0};
   std::atomic<const exposed_interfaces*> l1_view{nullptr};
 };
-}  // namespace internal
+}  // namespace detail
 
 // A managed type as native code sees it: the slots every interface's vtable starts with,
 // and the interfaces. Host data, identified by address; it must stay valid and unchanged
@@ -131,7 +131,7 @@ struct type_descriptor {
   std::span<const dispatch_slot> base_slots{};
   std::span<const interface_descriptor* const> interfaces{};
   // palrt's, not the host's: leave it out of the initialiser.
-  mutable internal::type_dispatch_state palrt_state{};
+  mutable detail::type_dispatch_state palrt_state{};
 };
 
 // One interface's vtable in a dispatch_table: `slots` is the type's base slots followed by
@@ -149,7 +149,9 @@ namespace internal {
 class dispatch_key;  // only palrt's .cpp files make tables and views
 class dispatch_tables_access;
 struct dispatch_cache_state;
+}  // namespace internal
 
+namespace detail {
 // Binary search of entries sorted by id; null if `id` is not among them.
 inline const interface_vtable* find_interface(std::span<const interface_vtable> sorted,
                                               const interface_id& id) noexcept {
@@ -174,7 +176,7 @@ extern constinit thread_local dispatch_lookup_counts dispatch_lookups;
 
 // dispatch_table_for's first call for a type (dispatch_tables.cpp).
 const dispatch_table& build_dispatch_table(const type_descriptor& type);
-}  // namespace internal
+}  // namespace detail
 
 // The process-wide dispatch table of one type: every interface's vtable, sorted by id.
 class dispatch_table {
@@ -188,7 +190,7 @@ class dispatch_table {
   // One entry per interface of the type, sorted by id.
   std::span<const interface_vtable> interfaces() const noexcept { return entries_; }
   // The entry of `id`, or null if the type does not implement it.
-  const interface_vtable* find(const interface_id& id) const noexcept { return internal::find_interface(entries_, id); }
+  const interface_vtable* find(const interface_id& id) const noexcept { return detail::find_interface(entries_, id); }
 
  private:
   const type_descriptor* type_;
@@ -231,7 +233,7 @@ class exposed_interfaces {
   std::uint64_t cache_id() const noexcept { return cache_id_; }
   std::span<const interface_vtable> entries() const noexcept { return entries_; }
   // The entry of `id` if this instance exposes it, else null.
-  const interface_vtable* find(const interface_id& id) const noexcept { return internal::find_interface(entries_, id); }
+  const interface_vtable* find(const interface_id& id) const noexcept { return detail::find_interface(entries_, id); }
 
  private:
   const dispatch_table* table_;
@@ -282,18 +284,18 @@ inline const dispatch_table& dispatch_table_for(const type_descriptor& type) {
   // acquire: the table was built before its address was published (release, in
   // build_dispatch_table).
   if (const dispatch_table* table = type.palrt_state.table.load(std::memory_order_acquire)) return *table;
-  return internal::build_dispatch_table(type);
+  return detail::build_dispatch_table(type);
 }
 
 inline const exposed_interfaces& dispatch_cache::interfaces_for(const type_descriptor& type) {
-  const internal::type_dispatch_state& l1 = type.palrt_state;
+  const detail::type_dispatch_state& l1 = type.palrt_state;
   // (C) acquire: pairs with the claim's compare-exchange (release, dispatch_cache.cpp), which
   // itself acquired the previous owner's release (C'): so the view loaded below is this
   // instance's, or null, never an earlier owner's.
   if (l1.l1_owner.load(std::memory_order_acquire) == id_) {
     // acquire: the view was built before it was published (release, at the claim).
     if (const exposed_interfaces* view = l1.l1_view.load(std::memory_order_acquire)) {
-      ++internal::dispatch_lookups.l1_hits;
+      ++detail::dispatch_lookups.l1_hits;
       return *view;
     }
   }

@@ -164,6 +164,9 @@ namespace internal {
 struct cache_state;
 class record_key;
 class identity_cache_access;
+}  // namespace internal
+
+namespace detail {
 // What a type-erased factory hands back: the wrapper, and its wrapper_object fields if its
 // static type has them.
 struct made_wrapper {
@@ -178,7 +181,7 @@ wrapper_object* slots_of(U* p) noexcept {
   else
     return p ? dynamic_cast<wrapper_object*>(static_cast<gc::object*>(p)) : nullptr;
 }
-}  // namespace internal
+}  // namespace detail
 
 // A cached wrapper's record (what a runtime's native-object wrapper tracks): the identity,
 // and the weak handle to the wrapper that the cache's entry stores. It lives exactly as long as
@@ -216,19 +219,19 @@ class wrapper_record final : public gc::finalizable {
   std::shared_ptr<internal::cache_state> cache_;
 };
 
-namespace internal {
+namespace detail {
 gc::ref<wrapper_record> record_in_fields(const wrapper_object& wrapper);
 gc::ref<wrapper_record> record_of_object(const gc::object& wrapper);  // fields or side table
-}  // namespace internal
+}  // namespace detail
 
 // The record of `wrapper`, if it is a wrapper some cache made; empty otherwise. A field read
 // when W derives from wrapper_object; otherwise a dynamic_cast and maybe a side-table lookup.
 template <class W>
 gc::ref<wrapper_record> record_of(const W& wrapper) {
   if constexpr (std::is_base_of_v<wrapper_object, W>)
-    return internal::record_in_fields(wrapper);
+    return detail::record_in_fields(wrapper);
   else
-    return internal::record_of_object(wrapper);
+    return detail::record_of_object(wrapper);
 }
 
 class identity_cache {
@@ -257,9 +260,9 @@ class identity_cache {
   gc::ref<T> get_or_create(const void* identity, Factory&& factory) {
     using made = std::remove_cvref_t<std::invoke_result_t<Factory&, const void*>>;
     using U = typename made::element_type;
-    internal::factory_fn call = [](void* f, const void* id) -> internal::made_wrapper {
+    detail::factory_fn call = [](void* f, const void* id) -> detail::made_wrapper {
       gc::ref<U> w = (*static_cast<std::remove_reference_t<Factory>*>(f))(id);
-      wrapper_object* slots = internal::slots_of(w.get());
+      wrapper_object* slots = detail::slots_of(w.get());
       return {gc::ref<gc::object>(std::move(w)), slots};
     };
     if (gc::ref<gc::object> hit = try_get(identity)) return gc::static_ref_cast<T>(std::move(hit));
@@ -291,18 +294,18 @@ class identity_cache {
     if (managed) {
       if (gc::ref<gc::object> hit = try_get_outbound(*managed)) return gc::static_ref_cast<T>(std::move(hit));
     }
-    auto call = [](void* f, const void* m) -> internal::made_wrapper {
+    auto call = [](void* f, const void* m) -> detail::made_wrapper {
       const auto& target = *static_cast<const gc::ref<M>*>(m);
       gc::ref<typename made::element_type> w = (*static_cast<std::remove_reference_t<Factory>*>(f))(target);
       return {gc::ref<gc::object>(std::move(w)), nullptr};
     };
     return gc::static_ref_cast<T>(get_or_create_outbound_erased(
-        managed.get(), managed ? internal::slots_of(managed.get()) : nullptr, call, erase(factory), &managed));
+        managed.get(), managed ? detail::slots_of(managed.get()) : nullptr, call, erase(factory), &managed));
   }
   // The outbound wrapper this cache made for `managed`, or empty.
   template <class M>
   gc::ref<gc::object> try_get_outbound(const M& managed) const {
-    wrapper_object* slots = internal::slots_of(const_cast<M*>(&managed));
+    wrapper_object* slots = detail::slots_of(const_cast<M*>(&managed));
     if (slots) {
       if (gc::object* w = field_outbound(*slots)) return own(w);
     }
@@ -320,11 +323,11 @@ class identity_cache {
  private:
   friend class internal::identity_cache_access;
   // A miss of get_or_create (the factory, the record, the insert).
-  gc::ref<gc::object> get_or_create_erased(const void* identity, internal::factory_fn factory, void* context);
+  gc::ref<gc::object> get_or_create_erased(const void* identity, detail::factory_fn factory, void* context);
   // find() for the designs without an inline hit path.
   gc::object* find_slow(const void* identity) const noexcept;
   gc::ref<gc::object> get_or_create_outbound_erased(gc::object* managed, wrapper_object* slots,
-                                                        internal::factory_fn factory, void* context,
+                                                        detail::factory_fn factory, void* context,
                                                         const void* argument);
   gc::ref<gc::object> try_get_outbound_erased(gc::object& managed, wrapper_object* slots) const;
   // The field's wrapper if this cache owns the field (inline: one load and a compare).
@@ -355,20 +358,20 @@ inline gc::object* identity_cache::find(const void* identity) const noexcept {
 inline gc::ref<gc::object> identity_cache::try_get(const void* identity) const noexcept {
   gc::read_section section;  // the wrapper's memory stays valid until we hold a reference
   gc::object* w = find(identity);
-  if (!w || !gc::internal::object_access::try_add_ref(*w)) return {};
+  if (!w || !gc::detail::object_access::try_add_ref(*w)) return {};
   return gc::ref<gc::object>::adopt(w);
 }
 
 inline gc::object* identity_cache::field_outbound(const wrapper_object& slots) const noexcept {
   // acquire: the wrapper was initialised, and its id stored, before it was published.
-  gc::object* w = internal::wrapper_access::outbound(slots).load(std::memory_order_acquire);
-  if (w && internal::wrapper_access::outbound_cache_id(slots).load(std::memory_order_relaxed) == id_) return w;
+  gc::object* w = detail::wrapper_access::outbound(slots).load(std::memory_order_acquire);
+  if (w && detail::wrapper_access::outbound_cache_id(slots).load(std::memory_order_relaxed) == id_) return w;
   return nullptr;
 }
 
 inline gc::ref<gc::object> identity_cache::own(gc::object* alive) noexcept {
   // The field holds a reference and the caller holds the managed object: `alive` is alive.
-  gc::internal::object_access::add_ref(*alive);
+  gc::detail::object_access::add_ref(*alive);
   return gc::ref<gc::object>::adopt(alive);
 }
 

@@ -31,14 +31,14 @@
 #include <atomic>
 #include <cstdint>
 
-namespace palrt::sync {
+namespace palrt::gc {
 class object;
 }
 
 namespace palrt::interop {
 
 class wrapper_record;
-namespace internal {
+namespace detail {
 class wrapper_access;
 }
 
@@ -53,14 +53,14 @@ class wrapper_object {
   ~wrapper_object();
 
  private:
-  friend class internal::wrapper_access;
+  friend class detail::wrapper_access;
   std::atomic<wrapper_record*> record_{nullptr};
   // Written once, under the owning cache's lock: the id first, then the wrapper (release).
   std::atomic<std::uint64_t> outbound_cache_id_{0};
   std::atomic<gc::object*> outbound_{nullptr};
 };
 
-namespace internal {
+namespace detail {
 // The caches' access to the fields (identity_cache.hpp, identity_cache.cpp).
 class wrapper_access {
  public:
@@ -72,6 +72,6 @@ class wrapper_access {
   }
   static const std::atomic<gc::object*>& outbound(const wrapper_object& w) noexcept { return w.outbound_; }
 };
-}  // namespace internal
+}  // namespace detail
 
 }  // namespace palrt::interop

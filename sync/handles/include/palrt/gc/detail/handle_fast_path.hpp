@@ -14,7 +14,7 @@ namespace palrt::gc {
 class handle_table;
 enum class handle_kind : std::uint8_t;
 
-namespace internal {
+namespace detail {
 
 inline constexpr std::size_t handle_kinds = 4;  // = handle_kind_count (checked there)
 
@@ -82,5 +82,5 @@ struct thread_cache_hint {
 };
 extern constinit thread_local thread_cache_hint current_thread_cache;
 
-}  // namespace internal
+}  // namespace detail
 }  // namespace palrt::gc

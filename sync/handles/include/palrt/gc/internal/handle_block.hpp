@@ -15,6 +15,18 @@
 
 namespace palrt::gc::internal {
 
+// The layout the inline fast paths share with the slow paths (detail/handle_fast_path.hpp),
+// by the short names the slow paths use.
+using detail::current_thread_cache;
+using detail::free_slot_marker;
+using detail::handle_block;
+using detail::handle_block_header_bytes;
+using detail::handle_block_magic;
+using detail::handle_block_slots;
+using detail::handle_cache;
+using detail::handle_kinds;
+using detail::handle_table_caches;
+using detail::thread_cache_hint;
 
 struct handle_kind_state {
   // Taken by refill (claiming free bits, growing the table); never on the fast path.

@@ -85,7 +85,7 @@ inline gc::object* find_in_buckets(const bucket_view& view, const void* identity
           retry = true;
           break;
         }
-        return target && gc::internal::object_access::alive(*target) ? target : nullptr;
+        return target && gc::detail::object_access::alive(*target) ? target : nullptr;
       }
       if (!key) return nullptr;
     }

@@ -16,7 +16,7 @@ namespace palrt::interop::internal {
 
 // dispatch_table's and exposed_interfaces' constructors ask for one: only palrt makes them.
 class dispatch_key {
-  friend const dispatch_table& build_dispatch_table(const type_descriptor& type);
+  friend const dispatch_table& detail::build_dispatch_table(const type_descriptor& type);
   friend class palrt::interop::dispatch_cache;
   dispatch_key() = default;
 };

@@ -31,8 +31,8 @@ class dispatch_tables_access {
   }
 
   // The calling thread's counts, over every instance.
-  static std::uint64_t l1_hits_on_this_thread() noexcept { return dispatch_lookups.l1_hits; }
-  static std::uint64_t fallback_lookups_on_this_thread() noexcept { return dispatch_lookups.fallback_lookups; }
+  static std::uint64_t l1_hits_on_this_thread() noexcept { return detail::dispatch_lookups.l1_hits; }
+  static std::uint64_t fallback_lookups_on_this_thread() noexcept { return detail::dispatch_lookups.fallback_lookups; }
 
   // The id of the instance holding the type's L1 (0: none), and the view it holds there.
   static std::uint64_t l1_owner(const type_descriptor& type) noexcept {

@@ -50,12 +50,12 @@ class entry_map {
 // The wrapper a handle leads to, if it is alive (for maps, under a read section).
 inline gc::object* live_target(gc::handle handle) noexcept {
   auto* target = static_cast<gc::object*>(gc::handle_table::target(handle));
-  return target && gc::internal::object_access::alive(*target) ? target : nullptr;
+  return target && gc::detail::object_access::alive(*target) ? target : nullptr;
 }
 // A reference to it, or empty (writers, under a read section and their lock).
 inline gc::ref<gc::object> take_live_target(gc::handle handle) noexcept {
   auto* target = static_cast<gc::object*>(gc::handle_table::target(handle));
-  if (!target || !gc::internal::object_access::try_add_ref(*target)) return {};
+  if (!target || !gc::detail::object_access::try_add_ref(*target)) return {};
   return gc::ref<gc::object>::adopt(target);
 }
 
