@@ -10,11 +10,14 @@
 #include <exception>
 
 #include "palrt/pal/internal/fork_generation.hpp"
+#include "palrt/pal/internal/registration_policy.hpp"
 #include "palrt/pal/internal/thread_factory_access.hpp"
 #include "palrt/pal/process_barrier.hpp"
 #include "palrt/pal/wake_event.hpp"
 
 namespace palrt::pal {
+using internal::registration_policy;
+
 namespace {
 
 // relaxed: the policy is set once, before the first thread, by the thread that starts it.
@@ -46,11 +49,11 @@ void ensure_registration_for_thread_start() {
 
 }  // namespace
 
-registration_policy set_registration_policy(registration_policy p) noexcept {
+registration_policy internal::set_registration_policy(registration_policy p) noexcept {
   return policy.exchange(p, std::memory_order_relaxed);
 }
 
-registration_policy current_registration_policy() noexcept {
+registration_policy internal::current_registration_policy() noexcept {
   return policy.load(std::memory_order_relaxed);
 }
 

@@ -92,10 +92,14 @@ suite_times() {
 release_options=(-Dbuildtype=release -Dstatic_runtime=true)
 # The sanitizer runtimes must be the process's first libraries, which needs the dynamic
 # libstdc++ (static_runtime=false) and shared objects with undefined sanitizer symbols
-# (b_lundef=false). debugoptimized keeps assertions on and gives reports line numbers.
-# Sanitized code runs slower, hence the longer test timeouts.
-asan_options=(-Dbuildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false -Dstatic_runtime=false)
-tsan_options=(-Dbuildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false -Dstatic_runtime=false)
+# (b_lundef=false). Assertions stay on (b_ndebug is false). -O1 -g1: optimised enough that
+# the stress tests run in bounded time, and line tables only, which is all a sanitizer's
+# report needs (file:line in every frame): measured on 2 cores, the ASan+UBSan build of a
+# CLI11 translation unit takes 32 s against 74 s at debugoptimized's -O2 -g, and the whole
+# build about half as long. Sanitized code runs slower, hence the longer test timeouts.
+sanitizer_build=(-Dbuildtype=plain -Doptimization=1 -Dc_args=-g1 -Dcpp_args=-g1 -Db_lundef=false -Dstatic_runtime=false)
+asan_options=("${sanitizer_build[@]}" -Db_sanitize=address,undefined)
+tsan_options=("${sanitizer_build[@]}" -Db_sanitize=thread)
 
 # test_build <name> <dir> <timeout multiplier> <suites> [meson -D options...]
 # Called as a condition, where bash ignores `set -e`, so each step handles its own failure.

@@ -7,12 +7,15 @@
 #include "palrt/core/clock.h"
 #include "palrt/pal/internal/fork_generation.hpp"
 #include "palrt/pal/thread_factory.hpp"
+#include "palrt/startup/internal/baselines.hpp"
 #include "palrt/startup/internal/phase.hpp"
 
 namespace palrt::startup {
 namespace {
 
+using internal::ordering;
 using internal::phase;
+using pal::internal::registration_policy;
 
 // Which runtime is alive and not shut down: at most one at a time, because the service
 // threads and the thread factory's registration policy are process-wide. It holds the fork
@@ -38,13 +41,13 @@ void release_process_slot(std::uint64_t generation) noexcept {
 // What shutdown() of a parent's runtime returns in a fork()ed child.
 const shutdown_report forked_child_shutdown{0, {}, true};
 
-pal::registration_policy policy_for(ordering o) {
+registration_policy policy_for(ordering o) {
   switch (o) {
-    case ordering::registered_first: return pal::registration_policy::before_first_thread;
-    case ordering::threads_first: return pal::registration_policy::deferred;
-    case ordering::no_membarrier: return pal::registration_policy::never;
+    case ordering::registered_first: return registration_policy::before_first_thread;
+    case ordering::threads_first: return registration_policy::deferred;
+    case ordering::no_membarrier: return registration_policy::never;
   }
-  return pal::registration_policy::before_first_thread;
+  return registration_policy::before_first_thread;
 }
 
 std::string describe_failure(std::string_view phase, const std::system_error& e) {
@@ -71,9 +74,8 @@ std::vector<std::string> stop_phases(std::vector<std::unique_ptr<phase>>& phases
 startup_error::startup_error(std::string phase, std::error_code code, const std::string& what)
     : std::system_error(code, what), phase_(std::move(phase)) {}
 
-runtime::runtime(const options& opts) : options_(opts), phases_(internal::make_phases(opts)) {
-  report_.order = opts.order;
-}
+runtime::runtime(const options& opts, ordering order)
+    : options_(opts), phases_(internal::make_phases(opts, order)) {}
 
 runtime::~runtime() {
   shutdown();
@@ -98,20 +100,24 @@ const shutdown_report& runtime::shutdown() {
 }
 
 std::unique_ptr<runtime> bootstrap(const options& opts) {
+  return internal::runtime_access::bootstrap(opts, ordering::registered_first);
+}
+
+std::unique_ptr<runtime> internal::runtime_access::bootstrap(const options& opts, ordering order) {
   const std::uint64_t generation = pal::internal::fork_stamp::now();
   if (!claim_process_slot(generation))
     throw startup_error("bootstrap", std::make_error_code(std::errc::device_or_resource_busy),
                         "palrt startup: another runtime is alive in this process; shut it down first [EBUSY]");
   std::unique_ptr<runtime> rt;
   try {
-    rt.reset(new runtime(opts));  // private constructor: no make_unique
+    rt.reset(new runtime(opts, order));  // private constructor: no make_unique
   } catch (...) {
     release_process_slot(generation);
     throw;
   }
   rt->fork_generation_ = generation;
   rt->holds_process_slot_ = true;  // from here on, shutdown() gives the slot back
-  pal::set_registration_policy(policy_for(opts.order));
+  pal::internal::set_registration_policy(policy_for(order));
   auto& phases = rt->phases_;
   rt->report_.phases.reserve(phases.size());
 

@@ -28,8 +28,8 @@ class handle_table_phase final : public phase {
  public:
   std::string_view name() const noexcept override { return "handle-table"; }
   void start(runtime_services& s) override {
-    s.handle_table = std::make_unique<gc::handle_table>();
-    s.collector = std::make_unique<gc::collector>(*s.handle_table);
+    services_access::handle_table(s) = std::make_unique<gc::handle_table>();
+    services_access::collector(s) = std::make_unique<gc::collector>(*services_access::handle_table(s));
   }
   bool stop(runtime_services&, std::chrono::nanoseconds) noexcept override { return true; }
 };
@@ -38,16 +38,16 @@ class finalizer_phase final : public phase {
  public:
   std::string_view name() const noexcept override { return "finalizer"; }
   void start(runtime_services& s) override {
-    auto finalizer = std::make_unique<gc::finalizer_thread>(*s.collector);
+    auto finalizer = std::make_unique<gc::finalizer_thread>(*services_access::collector(s));
     finalizer->launch();
-    s.finalizer = std::move(finalizer);
+    services_access::finalizer(s) = std::move(finalizer);
   }
-  void wait_until_running(runtime_services& s) override { s.finalizer->wait_until_running(); }
+  void wait_until_running(runtime_services& s) override { services_access::finalizer(s)->wait_until_running(); }
   void request_stop(runtime_services& s) noexcept override {
-    if (s.finalizer) s.finalizer->request_stop();
+    if (services_access::finalizer(s)) services_access::finalizer(s)->request_stop();
   }
   bool stop(runtime_services& s, std::chrono::nanoseconds timeout) noexcept override {
-    return !s.finalizer || s.finalizer->stop(timeout);
+    return !services_access::finalizer(s) || services_access::finalizer(s)->stop(timeout);
   }
 };
 
@@ -58,14 +58,14 @@ class sync_manager_phase final : public phase {
   void start(runtime_services& s) override {
     auto manager = std::make_unique<sync::sync_manager>();
     if (when_ == sync_worker_start::eager) manager->launch_worker();
-    s.sync_manager = std::move(manager);
+    services_access::sync_manager(s) = std::move(manager);
   }
-  void wait_until_running(runtime_services& s) override { s.sync_manager->wait_until_worker_running(); }
+  void wait_until_running(runtime_services& s) override { services_access::sync_manager(s)->wait_until_worker_running(); }
   void request_stop(runtime_services& s) noexcept override {
-    if (s.sync_manager) s.sync_manager->request_stop();
+    if (services_access::sync_manager(s)) services_access::sync_manager(s)->request_stop();
   }
   bool stop(runtime_services& s, std::chrono::nanoseconds timeout) noexcept override {
-    return !s.sync_manager || s.sync_manager->stop(timeout);
+    return !services_access::sync_manager(s) || services_access::sync_manager(s)->stop(timeout);
   }
 
  private:
@@ -74,19 +74,19 @@ class sync_manager_phase final : public phase {
 
 }  // namespace
 
-std::vector<std::unique_ptr<phase>> make_phases(const options& opts) {
+std::vector<std::unique_ptr<phase>> make_phases(const options& opts, ordering order) {
   std::vector<std::unique_ptr<phase>> phases;
   auto barrier = std::make_unique<process_barrier_phase>(
-      opts.order == ordering::no_membarrier ? pal::registration_mode::skip_membarrier
+      order == ordering::no_membarrier ? pal::registration_mode::skip_membarrier
                                             : pal::registration_mode::register_membarrier,
       opts.count_threads_at_registration ? pal::registration_census::always
                                          : pal::registration_census::if_slow);
-  if (opts.order != ordering::threads_first) phases.push_back(std::move(barrier));
+  if (order != ordering::threads_first) phases.push_back(std::move(barrier));
   // Service phases, in the order later ones may use earlier ones.
   phases.push_back(std::make_unique<handle_table_phase>());
   phases.push_back(std::make_unique<finalizer_phase>());
   phases.push_back(std::make_unique<sync_manager_phase>(opts.sync_worker));
-  if (opts.order == ordering::threads_first) phases.push_back(std::move(barrier));
+  if (order == ordering::threads_first) phases.push_back(std::move(barrier));
   return phases;
 }
 

@@ -18,6 +18,7 @@
 #include "palrt/pal/membarrier.hpp"
 #include "palrt/pal/wake_event.hpp"
 #include "palrt/startup/bootstrap.hpp"
+#include "palrt/startup/internal/baselines.hpp"  // the orders bootstrap() is measured against
 #include "palrt/startup/preload_probe.hpp"
 #include "privileges.hpp"
 #include "kernel_support.hpp"
@@ -37,13 +38,12 @@ bool has(const std::string& out, const std::string& what) { return out.find(what
 // Runs a bootstrap and prints what a test asserts on, one "key=value" per token. Thread
 // counts are of palrt's own threads (named "palrt-"), plus `foreign`: threads that are
 // neither palrt's nor main (a sanitizer's), which the kernel's census includes.
-int bootstrap_and_describe(startup::ordering order, startup::sync_worker_start worker, bool count = false) {
+int bootstrap_and_describe(startup::internal::ordering order, startup::sync_worker_start worker, bool count = false) {
   startup::options opts;
-  opts.order = order;
   opts.sync_worker = worker;
   opts.count_threads_at_registration = count;
   try {
-    auto rt = startup::bootstrap(opts);
+    auto rt = startup::internal::runtime_access::bootstrap(opts, order);
     const auto& r = rt->report();
     const auto reg = startup::summarize_registration(r);
     std::printf("phases=");
@@ -80,30 +80,30 @@ int field(const std::string& out, const std::string& key) {
 }  // namespace
 
 PALRT_FRESH_PROCESS(boot_registered_first) {
-  return bootstrap_and_describe(startup::ordering::registered_first, startup::sync_worker_start::eager);
+  return bootstrap_and_describe(startup::internal::ordering::registered_first, startup::sync_worker_start::eager);
 }
 PALRT_FRESH_PROCESS(boot_registered_first_counted) {
-  return bootstrap_and_describe(startup::ordering::registered_first, startup::sync_worker_start::eager, true);
+  return bootstrap_and_describe(startup::internal::ordering::registered_first, startup::sync_worker_start::eager, true);
 }
 PALRT_FRESH_PROCESS(boot_threads_first) {
-  return bootstrap_and_describe(startup::ordering::threads_first, startup::sync_worker_start::eager);
+  return bootstrap_and_describe(startup::internal::ordering::threads_first, startup::sync_worker_start::eager);
 }
 PALRT_FRESH_PROCESS(boot_threads_first_counted) {
-  return bootstrap_and_describe(startup::ordering::threads_first, startup::sync_worker_start::eager, true);
+  return bootstrap_and_describe(startup::internal::ordering::threads_first, startup::sync_worker_start::eager, true);
 }
 PALRT_FRESH_PROCESS(boot_no_membarrier) {
-  return bootstrap_and_describe(startup::ordering::no_membarrier, startup::sync_worker_start::eager);
+  return bootstrap_and_describe(startup::internal::ordering::no_membarrier, startup::sync_worker_start::eager);
 }
 PALRT_FRESH_PROCESS(boot_lazy_sync_worker) {
-  return bootstrap_and_describe(startup::ordering::registered_first, startup::sync_worker_start::lazy);
+  return bootstrap_and_describe(startup::internal::ordering::registered_first, startup::sync_worker_start::lazy);
 }
 PALRT_FRESH_PROCESS(boot_fault_in_sync_manager) {
   pal::internal::thread_factory_access::inject_thread_start_failure(1, EAGAIN);  // the finalizer starts, the sync worker does not
-  return bootstrap_and_describe(startup::ordering::registered_first, startup::sync_worker_start::eager);
+  return bootstrap_and_describe(startup::internal::ordering::registered_first, startup::sync_worker_start::eager);
 }
 PALRT_FRESH_PROCESS(boot_under_rlimit_nproc) {
   if (!palrt::testing::limit_tasks(1)) return 2;
-  return bootstrap_and_describe(startup::ordering::registered_first, startup::sync_worker_start::eager);
+  return bootstrap_and_describe(startup::internal::ordering::registered_first, startup::sync_worker_start::eager);
 }
 
 TEST_CASE("bootstrap: registered-first registers with one thread alive, then starts the services" * palrt::testing::fallback_case) {

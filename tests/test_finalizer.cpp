@@ -421,15 +421,12 @@ TEST_CASE("finalizer: the bootstrap's services collect and finalize end to end")
   finalized = 0;
   auto rt = palrt::startup::bootstrap();
   auto& s = rt->services();
-  REQUIRE(s.handle_table);
-  REQUIRE(s.collector);
-  REQUIRE(s.finalizer);
-  ref<counted> c = make_object<counted>(*s.collector);
+  ref<counted> c = make_object<counted>(s.collector());
   weak_handle<counted> w(c);
   c.reset();
-  s.collector->collect();
+  s.collector().collect();
   CHECK(w.cleared());
-  REQUIRE(s.finalizer->wait_for_pending_finalizers(10s) == pending_finalizers::finalized);
+  REQUIRE(s.finalizer().wait_for_pending_finalizers(10s) == pending_finalizers::finalized);
   CHECK(finalized == 1);
   w.reset();
   CHECK(rt->shutdown().clean());

@@ -217,7 +217,7 @@ PALRT_FRESH_PROCESS(fork_sync_manager_in_child) {
   startup::options o;
   o.sync_worker = startup::sync_worker_start::eager;
   auto rt = startup::bootstrap(o);
-  sync::sync_manager& m = *rt->services().sync_manager;
+  sync::sync_manager& m = rt->services().sync_manager();
   if (m.invoke(sync::work_priority::normal, [] { return 7; }) != 7) return 2;
   run_child([&m] {
     int wrong = 0;
@@ -261,12 +261,12 @@ PALRT_FRESH_PROCESS(fork_bootstrap_in_child) {
     try {
       auto mine = startup::bootstrap();
       startup::runtime_services& s = mine->services();
-      const int v = s.sync_manager->invoke(sync::work_priority::normal, [] { return 42; });
+      const int v = s.sync_manager().invoke(sync::work_priority::normal, [] { return 42; });
       pal::wake_event ran;
       finalize_ran = &ran;
-      { auto f = gc::make_object<signals_finalize>(*s.collector); }
-      s.collector->collect();
-      const gc::pending_finalizers w = s.finalizer->wait_for_pending_finalizers(20s);
+      { auto f = gc::make_object<signals_finalize>(s.collector()); }
+      s.collector().collect();
+      const gc::pending_finalizers w = s.finalizer().wait_for_pending_finalizers(20s);
       const startup::shutdown_report& r = mine->shutdown();
       std::printf("child: bootstrap ok invoke=%d finalizers=%s clean=%d forked_child=%d\n", v, name_of(w), r.clean(),
                   r.forked_child);
@@ -319,19 +319,19 @@ PALRT_FRESH_PROCESS(fork_finalizer_and_shutdown_in_child) {
   finalizer_leave = &leave;
   // At fork() the finalizer thread is inside a finalize() and another object waits for it.
   {
-    auto blocking = gc::make_object<blocks_in_finalize>(*s.collector);
-    auto queued = gc::make_object<signals_finalize>(*s.collector);
+    auto blocking = gc::make_object<blocks_in_finalize>(s.collector());
+    auto queued = gc::make_object<signals_finalize>(s.collector());
   }
   pal::wake_event ran;
   finalize_ran = &ran;
-  s.collector->collect();
+  s.collector().collect();
   inside.wait();
   run_child([&rt, &s] {
     int wrong = 0;
-    const gc::pending_finalizers w = s.finalizer->wait_for_pending_finalizers(2s);
+    const gc::pending_finalizers w = s.finalizer().wait_for_pending_finalizers(2s);
     std::printf("child: wait_for_pending_finalizers=%s\n", name_of(w));
     wrong += w != gc::pending_finalizers::not_running;
-    wrong += !throws_forked_child_error("finalizer_thread::start", [&s] { s.finalizer->start(); });
+    wrong += !throws_forked_child_error("finalizer_thread::start", [&s] { s.finalizer().start(); });
     const startup::shutdown_report r = rt->shutdown();
     std::printf("child: shutdown forked_child=%d not_joined=%zu\n", r.forked_child, r.not_joined.size());
     wrong += !r.forked_child || !r.not_joined.empty();
@@ -340,7 +340,7 @@ PALRT_FRESH_PROCESS(fork_finalizer_and_shutdown_in_child) {
     return wrong;
   });
   leave.set();
-  const bool finalized = s.finalizer->wait_for_pending_finalizers(20s) == gc::pending_finalizers::finalized;
+  const bool finalized = s.finalizer().wait_for_pending_finalizers(20s) == gc::pending_finalizers::finalized;
   return finalized && rt->shutdown().clean() ? 0 : 3;
 }
 
@@ -486,7 +486,7 @@ struct proxy : gc::object, interop::wrapper_object {};
 
 PALRT_FRESH_PROCESS(fork_identity_bucket_lock_held) {
   auto rt = startup::bootstrap();
-  gc::collector& collector = *rt->services().collector;
+  gc::collector& collector = rt->services().collector();
   auto cache = std::make_unique<interop::identity_cache>(collector);
   static int native_a, native_b;
   auto make = [&collector](const void*) { return gc::make_object<proxy>(collector); };

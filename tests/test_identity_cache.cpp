@@ -24,12 +24,14 @@
 #include "palrt/gc/handle_table.hpp"
 #include "palrt/gc/internal/handle_table_access.hpp"
 #include "palrt/gc/read_section.hpp"
+#include "palrt/startup/internal/baselines.hpp"
 #include "scale.hpp"
 
 using namespace std::chrono_literals;
 using namespace palrt;
 using namespace palrt::gc;
-using palrt::interop::cache_design;
+using palrt::interop::internal::cache_design;
+using palrt::interop::internal::identity_cache_access;
 using palrt::interop::cache_options;
 using palrt::interop::identity_cache;
 using palrt::interop::identity_mismatch;
@@ -59,7 +61,7 @@ constexpr cache_design all_designs[] = {cache_design::palrt, cache_design::bucke
 template <class Body>
 void for_each_design(Body body) {
   for (cache_design d : all_designs) {
-    const std::string design = palrt::interop::cache_design_name(d);
+    const std::string design = palrt::interop::internal::cache_design_name(d);
     CAPTURE(design);
     body(d);
   }
@@ -76,7 +78,8 @@ struct natives {
 struct fixture {
   // start_finalizer false: the test starts it (until then, no thread but the test's opens a
   // read section).
-  explicit fixture(cache_options o = {}, bool start_finalizer = true) : cache(gc, o) {
+  explicit fixture(cache_design d = cache_design::palrt, cache_options o = {}, bool start_finalizer = true)
+      : cache(identity_cache_access::make(gc, d, std::move(o))) {
     proxies_alive = 0;
     if (start_finalizer) finalizer.start();
   }
@@ -144,7 +147,7 @@ struct resurrecting_proxy : finalizable, Fields {
 
 TEST_CASE("identity cache: one live wrapper per identity, made once, for every design and wrapper kind") {
   for_each_design([&](cache_design d) {
-    fixture f({.design = d});
+    fixture f(d);
     natives n(65);
     std::atomic<int> calls{0};
     std::vector<ref<proxy>> with_fields;
@@ -155,6 +158,10 @@ TEST_CASE("identity cache: one live wrapper per identity, made once, for every d
     for (std::size_t i = 0; i < 32; ++i) {
       CHECK(f.get<proxy>(n[i], &calls) == with_fields[i]);
       CHECK(f.cache.try_get(n[i]).get() == with_fields[i].get());
+      // Typed like get_or_create<T>: the same wrapper as a ref<proxy>.
+      ref<proxy> typed = f.cache.try_get<proxy>(n[i]);
+      CHECK(typed == with_fields[i]);
+      CHECK(typed->identity == n[i]);
       CHECK(with_fields[i]->identity == n[i]);
       ref<wrapper_record> r = palrt::interop::record_of(*with_fields[i]);
       REQUIRE(r);
@@ -162,8 +169,10 @@ TEST_CASE("identity cache: one live wrapper per identity, made once, for every d
       CHECK(r->cache_id() == f.cache.id());
       CHECK(palrt::interop::internal::identity_cache_access::side_table_key(*r) == nullptr);
     }
+    CHECK(!f.cache.try_get<proxy>(n[64]));  // never cached: empty, typed or not
     for (std::size_t i = 32; i < 64; ++i) {
       CHECK(f.get<plain_proxy>(n[i], &calls) == without[i - 32]);
+      CHECK(f.cache.try_get<plain_proxy>(n[i]) == without[i - 32]);
       ref<wrapper_record> r = palrt::interop::record_of(*without[i - 32]);
       REQUIRE(r);
       CHECK(r->identity() == n[i]);
@@ -184,7 +193,7 @@ TEST_CASE("identity cache: one live wrapper per identity, made once, for every d
 
 TEST_CASE("identity cache: the same pointer yields the same live wrapper from every thread") {
   for_each_design([&](cache_design d) {
-    fixture f({.design = d});
+    fixture f(d);
     constexpr std::size_t identities = 256;
     natives n(identities);
     constexpr int threads = 4;
@@ -227,7 +236,7 @@ TEST_CASE("identity cache: the same pointer yields the same live wrapper from ev
 
 TEST_CASE("identity cache: racing get_or_create, both factories run, one wins, both get the winner, the loser is collected") {
   for_each_design([&](cache_design d) {
-    fixture f({.design = d});
+    fixture f(d);
     natives n(1);
     std::latch both_in_factory(2);  // each factory waits for the other: both must miss
     auto racer = [&] {
@@ -252,7 +261,7 @@ TEST_CASE("identity cache: racing get_or_create, both factories run, one wins, b
 
 TEST_CASE("identity cache: no lock is held across the factory (a factory calling back for the same identity from another thread finishes)") {
   for_each_design([&](cache_design d) {
-    fixture f({.design = d});
+    fixture f(d);
     natives n(1);  // the same identity: the same bucket, whatever the design
     ref<proxy> inner;
     bool joined = false;
@@ -274,7 +283,7 @@ TEST_CASE("identity cache: no lock is held across the factory (a factory calling
 
 TEST_CASE("identity cache: a dead entry is replaced, and remove by a stale handle leaves the newer entry alone") {
   for_each_design([&](cache_design d) {
-    fixture f({.design = d});
+    fixture f(d);
     natives n(1);
     f.finalizer.stop();  // the old record must not retire before we try its handle
     ref<proxy> first = f.get<proxy>(n[0]);
@@ -309,10 +318,10 @@ TEST_CASE("identity cache: a wrapper's finalization removes its entry and frees 
   for_each_design([&](cache_design d) {
     natives n(2000);
     std::atomic<int> removed_seen{0};
-    cache_options o{.design = d};
+    cache_options o;
     o.on_removed = [](void* c, const void*) noexcept { static_cast<std::atomic<int>*>(c)->fetch_add(1); };
     o.on_removed_context = &removed_seen;
-    fixture f(o);
+    fixture f(d, o);
     const std::size_t side_before = palrt::interop::internal::record_side_table().size();
     const std::size_t handles_before = weak_handles(f.table);
     {
@@ -337,7 +346,7 @@ TEST_CASE("identity cache: a wrapper's finalization removes its entry and frees 
 
 TEST_CASE("identity cache: bad input is refused and leaves the cache usable") {
   for_each_design([&](cache_design d) {
-    fixture f({.design = d});
+    fixture f(d);
     natives n(3);
     CHECK_THROWS_AS(f.get<proxy>(nullptr), std::invalid_argument);
     CHECK_FALSE(f.cache.try_get(nullptr));
@@ -397,7 +406,7 @@ TEST_CASE("identity cache: a wrapper of another cache is refused, and each cache
 }
 
 TEST_CASE("identity cache: tombstones are compacted away instead of growing the table, lookups right throughout") {
-  fixture f({.design = cache_design::palrt, .buckets = 1});
+  fixture f(cache_design::palrt, {.buckets = 1});
   CHECK(f.cache.bucket_count() == 1);
   natives n(64);
   std::vector<ref<proxy>> keep;
@@ -442,11 +451,10 @@ struct pause_first_reclaim final : palrt::interop::internal::reclaim_observer {
 // list under its lock. A table retired between them (by another writer, of this bucket or of
 // another) was not seen by the scan; a reader that loaded it after the scan still probes it.
 TEST_CASE("identity cache: a table retired while a reclaim is between its scan and its lock is not freed under a reader") {
-  using palrt::interop::internal::identity_cache_access;
   for (const bool same_bucket : {true, false}) {
     CAPTURE(same_bucket);
     // No finalizer thread yet: the paused reclaim's scan must find no reader at all.
-    fixture f({.design = cache_design::palrt, .buckets = 2}, false);
+    fixture f(cache_design::palrt, {.buckets = 2}, false);
     palrt::interop::internal::bucket_map* map = identity_cache_access::buckets(f.cache);
     REQUIRE(map);
     const unsigned bits = map->view().bucket_bits;
@@ -615,10 +623,10 @@ TEST_CASE("identity cache: bounded stress, creations and drops while collections
     proxies_alive = 0;
     {
       std::atomic<std::uint64_t> retired{0};
-      cache_options o{.design = d, .buckets = 2};
+      cache_options o{.buckets = 2};
       o.on_removed = [](void* c, const void*) noexcept { static_cast<std::atomic<std::uint64_t>*>(c)->fetch_add(1); };
       o.on_removed_context = &retired;
-      identity_cache cache(gc, o);
+      identity_cache cache = identity_cache_access::make(gc, d, o);
       constexpr std::size_t identities = 512;
       natives n(identities);
       std::vector<ref<proxy>> rooted;
@@ -683,7 +691,7 @@ TEST_CASE("identity cache: bounded stress, creations and drops while collections
 
 TEST_CASE("identity cache: out of handles, get_or_create throws, inserts nothing, and works once memory is back") {
   for_each_design([&](cache_design d) {
-    fixture f({.design = d});
+    fixture f(d);
     natives n(3);
     // The record's weak handle cannot be allocated (a fresh table has no block yet).
     palrt::gc::internal::handle_table_access::fail_block_allocations(f.table, 1000);
@@ -814,7 +822,7 @@ TEST_CASE("identity cache: a wrapper without the fields that outlives its runtim
 namespace {
 template <class W>
 void check_resurrected_wrapper_stays_cached(cache_design d) {
-  fixture f({.design = d});
+  fixture f(d);
   resurrected.reset();
   resurrect_next = true;
   natives n(1);
@@ -850,7 +858,7 @@ void check_resurrected_wrapper_stays_cached(cache_design d) {
 
 template <class W>
 void check_wrapper_replaced_while_dead_is_no_longer_cached(cache_design d) {
-  fixture f({.design = d});
+  fixture f(d);
   resurrected.reset();
   resurrect_next = true;
   natives n(1);
@@ -899,7 +907,7 @@ TEST_CASE("identity cache: a wrapper replaced while it was dead comes back uncac
 
 TEST_CASE("identity cache: the identity ~0 is reserved, and refused with a message that says so") {
   for_each_design([&](cache_design d) {
-    fixture f({.design = d});
+    fixture f(d);
     natives n(1);
     const void* const reserved = reinterpret_cast<const void*>(~std::uintptr_t{0});
     std::atomic<int> calls{0};

@@ -15,6 +15,7 @@
 #include "palrt/pal/process_barrier.hpp"
 #include "palrt/pal/thread_factory.hpp"
 #include "palrt/pal/wake_event.hpp"
+#include "palrt/startup/internal/baselines.hpp"  // the registration policies
 #include "privileges.hpp"
 #include "kernel_support.hpp"
 #include "subprocess.hpp"
@@ -47,7 +48,7 @@ PALRT_FRESH_PROCESS(factory_registers_first) {
 }
 
 PALRT_FRESH_PROCESS(factory_deferred) {
-  pal::set_registration_policy(pal::registration_policy::deferred);
+  pal::internal::set_registration_policy(pal::internal::registration_policy::deferred);
   start_and_join_one_thread();
   std::printf("initialized=%d pe=%d\n", pal::process_barrier_state_if_initialized() != nullptr,
               pal::membarrier::private_expedited().error);
@@ -55,7 +56,7 @@ PALRT_FRESH_PROCESS(factory_deferred) {
 }
 
 PALRT_FRESH_PROCESS(factory_never) {
-  pal::set_registration_policy(pal::registration_policy::never);
+  pal::internal::set_registration_policy(pal::internal::registration_policy::never);
   start_and_join_one_thread();
   const auto* st = pal::process_barrier_state_if_initialized();
   if (!st) return 2;

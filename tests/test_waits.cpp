@@ -263,6 +263,26 @@ TEST_CASE("wait_any: a blocked waiter wakes for whichever object is signalled, a
   }
 }
 
+TEST_CASE("wait_any and wait_all over the handles named in the call, of different kinds") {
+  event_handle done(event_reset::manual);
+  semaphore_handle slots(0, 1);
+  // The handles are the callers': the call keeps no copy (wait_any({a, b}) binds references).
+  auto r = sync::wait_any({done, slots}, 0ns);
+  CHECK(r.status == wait_status::timed_out);
+  slots.release(1);
+  r = sync::wait_any({done, slots}, 0ns);
+  CHECK(r.status == wait_status::signalled);
+  CHECK(r.index == 1);
+  CHECK(sync::wait_all({done, slots}, 0ns).status == wait_status::timed_out);  // done is not set
+  slots.release(1);
+  done.set();
+  CHECK(sync::wait_all({done, slots}, 0ns).status == wait_status::signalled);
+  // wait_all took the semaphore's count: only the manual event is left signalled.
+  r = sync::wait_any({slots, done}, 0ns);
+  CHECK(r.status == wait_status::signalled);
+  CHECK(r.index == 1);
+}
+
 TEST_CASE("wait_all: takes all or none; with one object unsignalled it acquires nothing") {
   event_handle a(event_reset::automatic), b(event_reset::automatic);
   semaphore_handle s(1, 1);

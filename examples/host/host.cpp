@@ -31,7 +31,7 @@ int main() {
   FlushProcessWriteBuffers();                 // the same, as CoreCLR's PAL spells it
 
   // The sync manager's worker starts on first use: post work to it, or invoke and wait.
-  auto& manager = *rt->services().sync_manager;
+  auto& manager = rt->services().sync_manager();
   palrt::sync::event_handle posted_ran(palrt::sync::event_reset::manual);
   manager.post(palrt::sync::work_priority::normal, [&posted_ran] { posted_ran.set(); });
   const int doubled = manager.invoke(palrt::sync::work_priority::high, [answer] { return answer * 2; });

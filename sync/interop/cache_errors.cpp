@@ -3,15 +3,17 @@
 #include <string>
 
 #include "palrt/interop/identity_cache.hpp"
+#include "palrt/interop/internal/cache_design.hpp"
 
 namespace palrt::interop {
 
-const char* cache_design_name(cache_design design) noexcept {
+const char* internal::cache_design_name(cache_design design) noexcept {
+  using enum cache_design;
   switch (design) {
-    case cache_design::palrt: return "palrt";
-    case cache_design::bucketed_rwlock: return "bucketed-rwlock";
-    case cache_design::single_lock: return "single-lock";
-    case cache_design::pybind11_shards: return "pybind11-shards";
+    case palrt: return "palrt";
+    case bucketed_rwlock: return "bucketed-rwlock";
+    case single_lock: return "single-lock";
+    case pybind11_shards: return "pybind11-shards";
   }
   return "unknown";
 }

@@ -21,9 +21,9 @@ namespace palrt::interop {
 namespace internal {
 namespace {
 
-std::unique_ptr<entry_map> make_map(const cache_options& o) {
+std::unique_ptr<entry_map> make_map(const cache_options& o, cache_design design) {
   const std::size_t processors = static_cast<std::size_t>(std::max(1, pal::processor_count()));
-  switch (o.design) {
+  switch (design) {
     case cache_design::palrt: return std::make_unique<bucket_map>(o.buckets ? o.buckets : processors);
     case cache_design::bucketed_rwlock: return std::make_unique<rwlock_map>(o.buckets ? o.buckets : processors);
     case cache_design::single_lock: return std::make_unique<rwlock_map>(1);
@@ -66,14 +66,18 @@ gc::collector& collector_of_this_process(gc::collector& c) {
 
 }  // namespace
 
-cache_state::cache_state(gc::collector& c, const cache_options& o, std::uint64_t cache_id)
-    : collector(c), table(c.handles()), options(o), id(cache_id), map(make_map(o)) {}
+cache_state::cache_state(gc::collector& c, const cache_options& o, cache_design d, std::uint64_t cache_id)
+    : collector(c), table(c.handles()), options(o), design(d), id(cache_id), map(make_map(o, d)) {}
 
 }  // namespace internal
 
 identity_cache::identity_cache(gc::collector& collector, cache_options options)
+    : identity_cache(collector, std::move(options), internal::cache_design::palrt) {}
+
+identity_cache::identity_cache(gc::collector& collector, cache_options options, internal::cache_design design)
     : id_(internal::next_cache_id()),
-      state_(std::make_shared<internal::cache_state>(internal::collector_of_this_process(collector), options, id_)),
+      state_(std::make_shared<internal::cache_state>(internal::collector_of_this_process(collector), options,
+                                                     design, id_)),
       dispatch_(options.dispatch) {
   if (auto* buckets = dynamic_cast<internal::bucket_map*>(state_->map.get())) fast_ = &buckets->view();
 }
@@ -91,7 +95,6 @@ identity_cache::~identity_cache() {
   state_->outbound.clear();
 }
 
-cache_design identity_cache::design() const noexcept { return state_->options.design; }
 std::size_t identity_cache::bucket_count() const noexcept { return state_->map->bucket_count(); }
 
 gc::object* identity_cache::find_slow(const void* identity) const noexcept {

@@ -130,12 +130,15 @@ wait_result wait_many(const char* operation, const handle* const* handles, std::
   return wait_on(w, timeout);
 }
 
+const handle* address_of(const handle& h) noexcept { return &h; }
+const handle* address_of(std::reference_wrapper<const handle> h) noexcept { return &h.get(); }
+
 template <class Handles>
 wait_result wait_span(const char* operation, Handles objects, bool all, std::chrono::nanoseconds timeout,
                       alertable mode) {
   if (objects.size() > max_wait_handles) return wait_many(operation, nullptr, objects.size(), all, timeout, mode);
   std::array<const handle*, max_wait_handles> pointers;
-  for (std::size_t i = 0; i < objects.size(); ++i) pointers[i] = &objects[i];
+  for (std::size_t i = 0; i < objects.size(); ++i) pointers[i] = address_of(objects.begin()[i]);
   return wait_many(operation, pointers.data(), objects.size(), all, timeout, mode);
 }
 
@@ -151,6 +154,16 @@ wait_result wait_any(std::span<const handle> objects, std::chrono::nanoseconds t
 }
 
 wait_result wait_all(std::span<const handle> objects, std::chrono::nanoseconds timeout, alertable mode) {
+  return wait_span("wait_all", objects, true, timeout, mode);
+}
+
+wait_result wait_any(std::initializer_list<std::reference_wrapper<const handle>> objects,
+                     std::chrono::nanoseconds timeout, alertable mode) {
+  return wait_span("wait_any", objects, false, timeout, mode);
+}
+
+wait_result wait_all(std::initializer_list<std::reference_wrapper<const handle>> objects,
+                     std::chrono::nanoseconds timeout, alertable mode) {
   return wait_span("wait_all", objects, true, timeout, mode);
 }
 

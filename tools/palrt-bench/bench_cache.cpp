@@ -2,7 +2,7 @@
 // and three concurrent hash maps, and the cache under sustained construction.
 //
 // Variants: `palrt`, `bucketed-rwlock`, `single-lock` and `pybind11-shards` are one
-// palrt::interop::identity_cache each, constructed with cache_options{.design = ...} (the
+// palrt::interop::identity_cache each, constructed in that design through identity_cache_access::make (the
 // same records, handles and contracts; identity_cache.hpp describes the designs); `tbb`
 // (tbb::concurrent_hash_map), `libcuckoo` (libcuckoo::cuckoohash_map) and `rculfhash`
 // (liburcu's cds_lfht) map identity -> the wrapper's weak handle (bench_cache_<peer>.cpp).
@@ -99,7 +99,6 @@ void runtime::settle() {
 
 namespace {
 
-using interop::cache_design;
 using interop::identity_cache;
 using gc::ref;
 
@@ -128,7 +127,7 @@ struct wrapper_factory {
 // One identity_cache of one design holding the rooted wrappers of `identities`.
 struct cache_world {
   cache_world(runtime& rt, cache_design design, const std::vector<const void*>& identities)
-      : cache(rt.gc, interop::cache_options{.design = design}),
+      : cache(make_cache(rt.gc, design)),
         factory{&rt.gc, std::make_shared<std::atomic<std::uint64_t>>(0)} {
     rooted.reserve(identities.size());
     for (const void* id : identities) rooted.push_back(cache.get_or_create<bench_wrapper>(id, factory));
@@ -162,7 +161,7 @@ struct peer_world {
 measured_variant find_variant(std::shared_ptr<cache_world> world,
                               std::shared_ptr<const std::vector<const void*>> identities,
                               std::shared_ptr<thread_team> team) {
-  return hit_variant(interop::cache_design_name(world->cache.design()), std::move(identities), std::move(team),
+  return hit_variant(design_name(world->cache), std::move(identities), std::move(team),
                      [world](const void* id) {
                        gc::read_section section;
                        return consume(world->cache.find(id));
@@ -172,7 +171,7 @@ measured_variant find_variant(std::shared_ptr<cache_world> world,
 measured_variant get_or_create_variant(std::shared_ptr<cache_world> world,
                                        std::shared_ptr<const std::vector<const void*>> identities,
                                        std::shared_ptr<thread_team> team) {
-  return hit_variant(interop::cache_design_name(world->cache.design()), std::move(identities), std::move(team),
+  return hit_variant(design_name(world->cache), std::move(identities), std::move(team),
                      [world](const void* id) {
                        const ref<bench_wrapper> w = world->cache.get_or_create<bench_wrapper>(id, world->factory);
                        return consume(w.get());
@@ -259,7 +258,7 @@ void run_get_or_create(runtime& rt, const identity_pool& pool, int threads, cons
     measure(counted_case(counted_live), threads, variants, settings, report, *team);
     for (const auto& c : caches) {
       if (const std::uint64_t calls = c->factory.calls->load(std::memory_order_relaxed); calls != 0)
-        throw std::runtime_error(counted_case(counted_live) + ": " + interop::cache_design_name(c->cache.design()) +
+        throw std::runtime_error(counted_case(counted_live) + ": " + design_name(c->cache) +
                                  " called the factory " + std::to_string(calls) + " times for rooted wrappers");
     }
   }

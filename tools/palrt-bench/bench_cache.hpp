@@ -20,6 +20,8 @@
 
 #include <palrt/interop/identity_cache.hpp>
 #include <palrt/interop/internal/bucket_hash.hpp>
+#include <palrt/interop/internal/cache_state.hpp>
+#include <palrt/startup/internal/baselines.hpp>  // the cache designs measured
 #include <palrt/interop/wrapper_object.hpp>
 #include <palrt/gc/collector.hpp>
 #include <palrt/gc/finalizer_thread.hpp>
@@ -54,10 +56,20 @@ struct runtime {
   gc::finalizer_thread finalizer;
 };
 
-// The four designs identity_cache offers, in the order of the table's columns (palrt first).
-inline constexpr interop::cache_design cache_designs[] = {
-    interop::cache_design::palrt, interop::cache_design::bucketed_rwlock, interop::cache_design::single_lock,
-    interop::cache_design::pybind11_shards};
+using interop::internal::cache_design;
+using interop::internal::cache_design_name;
+// The four designs of identity_cache: palrt's and the three it is measured against, in the
+// order of the table's columns (palrt first).
+inline constexpr cache_design cache_designs[] = {cache_design::palrt, cache_design::bucketed_rwlock,
+                                                 cache_design::single_lock, cache_design::pybind11_shards};
+
+// A cache of `design` (palrt's own identity_cache for cache_design::palrt).
+inline interop::identity_cache make_cache(gc::collector& c, cache_design design, interop::cache_options o = {}) {
+  return interop::internal::identity_cache_access::make(c, design, std::move(o));
+}
+inline const char* design_name(const interop::identity_cache& c) {
+  return cache_design_name(interop::internal::identity_cache_access::design(c));
+}
 
 // Case `sustained` (bench_cache_sustained.cpp): the four designs with `threads` mutators.
 void run_sustained(const bench_settings& settings, bench_report& report, int threads);

@@ -69,7 +69,6 @@ namespace palrt::bench::cache {
 
 namespace {
 
-using interop::cache_design;
 using interop::identity_cache;
 using gc::ref;
 
@@ -85,7 +84,7 @@ constexpr int lookups_per_round = 4;
 // One design's runtime, cache, rooted wrappers and pool.
 struct design_rig {
   design_rig(cache_design design, int mutators)
-      : cache(rt.gc, interop::cache_options{.design = design, .on_removed = &on_removed}),
+      : cache(make_cache(rt.gc, design, interop::cache_options{.on_removed = &on_removed})),
         rooted_ids(rooted_count),
         pool(pool_per_mutator * static_cast<std::size_t>(mutators)) {
     for (const void* id : rooted_ids.identities) {
@@ -281,7 +280,7 @@ settled settle_slice(design_rig& rig, std::int64_t slice_end, std::int64_t count
       if (n->removed_ns.load(std::memory_order_acquire) > slice_end) ++result.cut_short;
     }
     if (!harvest(*n, counted_until, waits))
-      throw std::runtime_error(std::string(sustained_case) + ": " + interop::cache_design_name(rig.cache.design()) +
+      throw std::runtime_error(std::string(sustained_case) + ": " + design_name(rig.cache) +
                                ": on_removed did not report a dropped wrapper's record after settling");
   }
   return result;
@@ -396,7 +395,7 @@ void run_sustained(const bench_settings& settings, bench_report& report, int thr
   }
 
   for (std::size_t i = 0; i < n; ++i) {
-    const std::string name = interop::cache_design_name(cache_designs[i]);
+    const std::string name = cache_design_name(cache_designs[i]);
     const tally& t = totals[i];
     if (t.factory_hits != 0)
       throw std::runtime_error(std::string(sustained_case) + ": " + name + ": " + std::to_string(t.factory_hits) +

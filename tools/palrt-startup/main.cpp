@@ -39,7 +39,7 @@ constexpr const char* tool = "palrt-startup";
 constexpr const char* version = "palrt-startup " PALRT_VERSION;
 
 struct run_settings {
-  palrt::startup::ordering order = palrt::startup::ordering::registered_first;
+  palrt::startup::internal::ordering order = palrt::startup::internal::ordering::registered_first;
   palrt::startup::sync_worker_start sync_worker = palrt::startup::sync_worker_start::lazy;
   int extra_threads = 0;
   int objects = 0;
@@ -58,32 +58,31 @@ bool exercise_services(palrt::startup::runtime_services& s, int n,
                        std::vector<palrt::gc::weak_handle<probe_object>>& handles) {
   using namespace palrt::gc;
   for (int i = 0; i < n; ++i) {
-    ref<probe_object> o = make_object<probe_object>(*s.collector);
+    ref<probe_object> o = make_object<probe_object>(s.collector());
     handles.emplace_back(o, handle_kind::weak_long);
   }
-  s.collector->collect();
-  if (n > 0 && s.finalizer->wait_for_pending_finalizers(std::chrono::seconds(10)) != pending_finalizers::finalized)
+  s.collector().collect();
+  if (n > 0 && s.finalizer().wait_for_pending_finalizers(std::chrono::seconds(10)) != pending_finalizers::finalized)
     return false;
-  s.collector->collect();
+  s.collector().collect();
   return true;
 }
 
 int run(const run_settings& settings) {
   using namespace palrt;
   startup::options opts;  // bootstrap()'s defaults, but for what the command line says
-  opts.order = settings.order;
   opts.sync_worker = settings.sync_worker;
   // A report shows the thread count at registration, not only the inference from timing.
   opts.count_threads_at_registration = settings.report != "none";
   std::unique_ptr<startup::runtime> rt;
   try {
-    rt = startup::bootstrap(opts);
+    rt = startup::internal::runtime_access::bootstrap(opts, settings.order);
   } catch (const startup::startup_error& e) {
     std::fprintf(stderr, "%s: %s\n", tool, tools::one_line(e.what()).c_str());
     return 1;
   }
   // Read now: once shutdown has joined the worker it no longer counts as started.
-  const bool sync_worker_started = rt->services().sync_manager && rt->services().sync_manager->worker_started();
+  const bool sync_worker_started = rt->services().sync_manager().worker_started();
 
   std::vector<gc::weak_handle<probe_object>> probe_handles;
   if (!exercise_services(rt->services(), settings.objects, probe_handles)) {
@@ -92,7 +91,7 @@ int run(const run_settings& settings) {
     return 1;
   }
   tools::services_counters services;
-  services.handles = rt->services().handle_table->counters();
+  services.handles = rt->services().handle_table().counters();
 
   // Extra idle threads, through the factory like every palrt thread.
   // Shared with the threads: one that misses its join deadline is detached and still uses it.
@@ -122,13 +121,13 @@ int run(const run_settings& settings) {
   }
   clean = rt->shutdown().clean() && clean;
   const std::int64_t shutdown_ns = palrt_monotonic_ns() - t0;
-  services.objects = rt->services().collector->counters();
-  services.finalizer = rt->services().finalizer->counters();
+  services.objects = rt->services().collector().counters();
+  services.finalizer = rt->services().finalizer().counters();
   probe_handles.clear();
 
   bool written = true;
   if (settings.report != "none") {
-    tools::run_facts facts{&rt->report(), shutdown_ns, settings.extra_threads, clean, settings.sync_worker,
+    tools::run_facts facts{&rt->report(), settings.order, shutdown_ns, settings.extra_threads, clean, settings.sync_worker,
                            sync_worker_started, settings.objects, services};
     if (settings.report == "json") tools::print_json_report(stdout, facts);
     if (settings.report == "text") tools::print_text_report(stdout, facts);
@@ -209,7 +208,7 @@ int main(int argc, char** argv) {
   }
 
   run_settings settings;
-  settings.order = *palrt::startup::parse_ordering(order_name);
+  settings.order = *palrt::startup::internal::parse_ordering(order_name);
   settings.sync_worker = sync_worker_name == "eager" ? palrt::startup::sync_worker_start::eager
                                                      : palrt::startup::sync_worker_start::lazy;
   settings.extra_threads = *palrt::tools::parse_count(threads_text, 0, 4096);

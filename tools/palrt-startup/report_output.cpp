@@ -24,7 +24,7 @@ void print_json_report(std::FILE* out, const run_facts& f) {
   const auto& r = *f.startup;
   const auto reg = startup::summarize_registration(r);
   std::fputs("{\"order\":", out);
-  put_json_string(out, startup::to_string(r.order));
+  put_json_string(out, startup::internal::to_string(f.order));
   std::fputs(",\"sync_worker\":", out);
   put_json_string(out, sync_worker_name(f.sync_worker));
   std::fprintf(out, ",\"sync_worker_started\":%s", f.sync_worker_started ? "true" : "false");
@@ -73,8 +73,8 @@ void print_json_report(std::FILE* out, const run_facts& f) {
 void print_text_report(std::FILE* out, const run_facts& f) {
   const auto& r = *f.startup;
   const auto reg = startup::summarize_registration(r);
-  std::fprintf(out, "order              %.*s\n", static_cast<int>(startup::to_string(r.order).size()),
-               startup::to_string(r.order).data());
+  std::fprintf(out, "order              %.*s\n", static_cast<int>(startup::internal::to_string(f.order).size()),
+               startup::internal::to_string(f.order).data());
   std::fprintf(out, "sync worker        %s (%s)\n", sync_worker_name(f.sync_worker),
                f.sync_worker_started ? "started" : "not started");
   std::fprintf(out, "barrier strategy   %s%s\n", std::string(pal::to_string(r.barrier.strategy)).c_str(),

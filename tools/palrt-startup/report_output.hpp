@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "palrt/startup/bootstrap.hpp"
+#include "palrt/startup/internal/baselines.hpp"  // the orders it runs
 #include "palrt/gc/collector.hpp"
 #include "palrt/gc/finalizer_thread.hpp"
 #include "palrt/gc/handle_table.hpp"
@@ -22,6 +23,7 @@ struct services_counters {
 
 struct run_facts {
   const startup::startup_report* startup = nullptr;
+  startup::internal::ordering order = startup::internal::ordering::registered_first;  // as run
   std::int64_t shutdown_ns = 0;  // runtime shutdown plus joining the extra threads
   int extra_threads = 0;
   bool shutdown_clean = true;

@@ -2,9 +2,8 @@
 //
 // start_thread() makes sure the process registered for membarrier before the new thread
 // exists (as musl does at its first pthread_create), so "register while single-threaded"
-// holds by construction rather than by convention. Two policies exist only to reproduce the
-// old, slow orderings (see startup/ordering.hpp): `deferred` (the host registers later,
-// after its threads: CoreCLR's order before the fix) and `never` (no membarrier at all).
+// holds by construction rather than by convention. (palrt's own benchmarks reproduce the old,
+// slow orderings by turning that off: palrt/pal/internal/registration_policy.hpp.)
 //
 // Threads run on Boost.Thread, are named (visible in /proc/<pid>/task/<tid>/comm, gdb, perf;
 // at most 15 characters, longer names are cut) and can have a chosen stack size.
@@ -18,16 +17,6 @@
 #include <system_error>
 
 namespace palrt::pal {
-
-enum class registration_policy {
-  before_first_thread,  // default: register (if not yet) before starting any thread
-  deferred,             // the host registers itself later (threads-first ordering)
-  never,                // never register (no-membarrier ordering)
-};
-
-// Process-wide; set it before the first start_thread(). Returns the previous policy.
-registration_policy set_registration_policy(registration_policy p) noexcept;
-registration_policy current_registration_policy() noexcept;
 
 struct thread_options {
   std::string name;            // <= 15 characters are kept

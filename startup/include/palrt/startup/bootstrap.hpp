@@ -1,6 +1,6 @@
 // palrt::startup::bootstrap(): start a runtime in the right order.
 //
-//   auto rt = palrt::startup::bootstrap({});   // registered-first
+//   auto rt = palrt::startup::bootstrap();
 //   ... the host runs; rt->services() has the handle table, the collector, the finalizer
 //   ... and the sync manager ...
 //   rt->shutdown();                            // or let the destructor do it
@@ -8,8 +8,7 @@
 // Phases, in order, each timed (CLOCK_MONOTONIC): process barrier (membarrier registration
 // while the process has one thread, strategy choice), handle table (with the embedded
 // collector), finalizer thread, sync manager; then
-// bootstrap() waits until every service thread runs. The ordering (ordering.hpp) only exists
-// to reproduce old, slower orders.
+// bootstrap() waits until every service thread runs.
 //
 // Failure: if a phase fails, the phases already started are stopped in reverse order, no
 // thread of theirs is left behind, and startup_error names the phase and carries its errno.
@@ -37,7 +36,6 @@
 #include <vector>
 
 #include "palrt/pal/process_barrier.hpp"
-#include "palrt/startup/ordering.hpp"
 #include "palrt/gc/collector.hpp"
 #include "palrt/gc/finalizer_thread.hpp"
 #include "palrt/gc/handle_table.hpp"
@@ -47,17 +45,35 @@ namespace palrt::startup {
 
 namespace internal {
 class phase;
-}
+class services_access;
+// palrt's own benchmarks start runtimes in the orders palrt is measured against (never
+// installed: internal/baselines.hpp).
+class runtime_access;
+enum class ordering : unsigned char;
+}  // namespace internal
 
-// The services a runtime owns. Phases create and start them; each is null until its phase
-// ran (and after a failed bootstrap there is no runtime at all). Destroyed in reverse order
-// with the runtime: the collector frees what is dead then (objects the host still holds are
-// reported on stderr and left allocated, see collector.hpp).
-struct runtime_services {
-  std::unique_ptr<gc::handle_table> handle_table;
-  std::unique_ptr<gc::collector> collector;  // the embedded collector, sweeping handle_table
-  std::unique_ptr<gc::finalizer_thread> finalizer;
-  std::unique_ptr<sync::sync_manager> sync_manager;
+// The services a runtime owns, each valid from bootstrap() until the runtime is destroyed
+// (a failed bootstrap leaves no runtime at all). shutdown() stops their threads and keeps
+// them: a service used after shutdown() says so as its header describes. Destroyed in
+// reverse order with the runtime: the collector frees what is dead then (objects the host
+// still holds are reported on stderr and left allocated, see collector.hpp).
+class runtime_services {
+ public:
+  runtime_services() = default;
+  runtime_services(const runtime_services&) = delete;
+  runtime_services& operator=(const runtime_services&) = delete;
+
+  gc::handle_table& handle_table() const noexcept { return *handle_table_; }
+  gc::collector& collector() const noexcept { return *collector_; }  // sweeps handle_table()
+  gc::finalizer_thread& finalizer() const noexcept { return *finalizer_; }
+  sync::sync_manager& sync_manager() const noexcept { return *sync_manager_; }
+
+ private:
+  friend class internal::services_access;  // the bootstrap's phases create them in order
+  std::unique_ptr<gc::handle_table> handle_table_;
+  std::unique_ptr<gc::collector> collector_;
+  std::unique_ptr<gc::finalizer_thread> finalizer_;
+  std::unique_ptr<sync::sync_manager> sync_manager_;
 };
 
 enum class sync_worker_start {
@@ -66,10 +82,9 @@ enum class sync_worker_start {
 };
 
 struct options {
-  ordering order = ordering::registered_first;
   sync_worker_start sync_worker = sync_worker_start::lazy;
   // How long shutdown (and unwinding after a failure) waits for each service thread.
-  std::chrono::milliseconds stop_timeout{2000};
+  std::chrono::nanoseconds stop_timeout = std::chrono::seconds(2);
   // Count the threads alive at registration from /proc (~15-50 us) even when the
   // registration looks like the kernel's fast path, so the report shows a count rather than
   // an inference (report().barrier). For reports; off on the default startup path.
@@ -95,7 +110,6 @@ struct phase_record {
 };
 
 struct startup_report {
-  ordering order = ordering::registered_first;
   std::vector<phase_record> phases;
   // From the start of the first phase until every service thread runs: for registered-first,
   // from the start of registration. Includes running_wait_ns.
@@ -125,6 +139,7 @@ class runtime {
   const startup_report& report() const noexcept { return report_; }
   // The services, valid until the runtime is destroyed (stopped after shutdown()).
   runtime_services& services() noexcept { return services_; }
+  const runtime_services& services() const noexcept { return services_; }
 
   // Stops every phase in reverse order and joins their threads, each within
   // options::stop_timeout; a thread that misses it is detached and named in not_joined.
@@ -134,8 +149,8 @@ class runtime {
   const shutdown_report& shutdown();
 
  private:
-  friend std::unique_ptr<runtime> bootstrap(const options&);
-  explicit runtime(const options& opts);
+  friend class internal::runtime_access;
+  runtime(const options& opts, internal::ordering order);
 
   options options_;
   std::vector<std::unique_ptr<internal::phase>> phases_;

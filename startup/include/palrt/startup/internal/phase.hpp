@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "palrt/startup/bootstrap.hpp"
+#include "palrt/startup/internal/baselines.hpp"
 
 namespace palrt::startup::internal {
 
@@ -32,6 +33,15 @@ class phase {
 };
 
 // The phases for these options, in the order they run.
-std::vector<std::unique_ptr<phase>> make_phases(const options& opts);
+std::vector<std::unique_ptr<phase>> make_phases(const options& opts, ordering order);
+
+// What the phases create and destroy.
+class services_access {
+ public:
+  static std::unique_ptr<gc::handle_table>& handle_table(runtime_services& s) noexcept { return s.handle_table_; }
+  static std::unique_ptr<gc::collector>& collector(runtime_services& s) noexcept { return s.collector_; }
+  static std::unique_ptr<gc::finalizer_thread>& finalizer(runtime_services& s) noexcept { return s.finalizer_; }
+  static std::unique_ptr<sync::sync_manager>& sync_manager(runtime_services& s) noexcept { return s.sync_manager_; }
+};
 
 }  // namespace palrt::startup::internal

@@ -59,13 +59,8 @@
 // reserved identity) or to an address of palrt's own that the hit path would have to compare
 // too.
 //
-// Designs (cache_options::design): `palrt` is the one above. The others are kept so that
-// `palrt-bench cache` compares them in one run, with the same records, handles and
-// contracts: `bucketed_rwlock` (per bucket, one reader-writer lock and one hash map),
-// `single_lock` (one reader-writer lock and one hash map for the whole cache) and
-// `pybind11_shards` (pybind11's registered-instances map for free-threaded Python: shards =
-// RoundUpToPowerOf2(2 x hardware threads), one mutex and one unordered_multimap each,
-// chosen by splitmix64(address >> 20)).
+// palrt-bench measures this design beside lock-based ones with the same records, handles
+// and contracts (never installed: palrt/interop/internal/cache_design.hpp).
 //
 // Costs, on the machine of docs/BENCHMARKS.md ("Interop identity cache"): a hit through
 // find() inside a read section ~8 ns, and two threads together ~2x one (it writes nothing
@@ -112,14 +107,9 @@
 
 namespace palrt::interop {
 
-enum class cache_design : std::uint8_t { palrt, bucketed_rwlock, single_lock, pybind11_shards };
-// "palrt", "bucketed-rwlock", "single-lock", "pybind11-shards"
-const char* cache_design_name(cache_design design) noexcept;
-
 struct cache_options {
-  cache_design design = cache_design::palrt;
-  // 0: RoundUpToPowerOf2(pal::processor_count()) buckets (pybind11_shards: of twice the
-  // hardware threads); otherwise this many, rounded up to a power of two (at most 4096).
+  // 0: RoundUpToPowerOf2(pal::processor_count()) buckets; otherwise this many, rounded up to
+  // a power of two (at most 4096).
   std::size_t buckets = 0;
   // Optional, for diagnostics and benchmarks: called once for each wrapper this cache
   // cached, when its record retires (the wrapper died, a collection found it, and the
@@ -164,6 +154,7 @@ namespace internal {
 struct cache_state;
 class record_key;
 class identity_cache_access;
+enum class cache_design : std::uint8_t;  // the benchmark baselines (internal/cache_design.hpp)
 }  // namespace internal
 
 namespace detail {
@@ -243,7 +234,6 @@ class identity_cache {
 
   // Unique in the process for its lifetime (never 0, never reused).
   std::uint64_t id() const noexcept { return id_; }
-  cache_design design() const noexcept;
   std::size_t bucket_count() const noexcept;
 
   // The live wrapper of `identity`; if there is none, factory(identity) makes one, with no
@@ -265,11 +255,13 @@ class identity_cache {
       wrapper_object* slots = detail::slots_of(w.get());
       return {gc::ref<gc::object>(std::move(w)), slots};
     };
-    if (gc::ref<gc::object> hit = try_get(identity)) return gc::static_ref_cast<T>(std::move(hit));
+    if (gc::ref<T> hit = try_get<T>(identity)) return hit;
     return gc::static_ref_cast<T>(get_or_create_erased(identity, call, erase(factory)));
   }
-  // The live wrapper of `identity`, or empty (always for null and ~0). Never calls out.
-  gc::ref<gc::object> try_get(const void* identity) const noexcept;
+  // The live wrapper of `identity`, cast to T as get_or_create<T> casts it, or empty (always
+  // for null and ~0). Never calls out.
+  template <class T = gc::object>
+  gc::ref<T> try_get(const void* identity) const noexcept;
   // The hit path without the reference count, for a caller already in a read section
   // (read_section.hpp): the wrapper of `identity` if it was alive when looked at, else null.
   // The pointer is valid memory until the section ends; take a reference to keep it.
@@ -292,7 +284,7 @@ class identity_cache {
   gc::ref<T> get_or_create_outbound(const gc::ref<M>& managed, Factory&& factory) {
     using made = std::remove_cvref_t<std::invoke_result_t<Factory&, const gc::ref<M>&>>;
     if (managed) {
-      if (gc::ref<gc::object> hit = try_get_outbound(*managed)) return gc::static_ref_cast<T>(std::move(hit));
+      if (gc::ref<T> hit = try_get_outbound<T>(*managed)) return hit;
     }
     auto call = [](void* f, const void* m) -> detail::made_wrapper {
       const auto& target = *static_cast<const gc::ref<M>*>(m);
@@ -302,14 +294,15 @@ class identity_cache {
     return gc::static_ref_cast<T>(get_or_create_outbound_erased(
         managed.get(), managed ? detail::slots_of(managed.get()) : nullptr, call, erase(factory), &managed));
   }
-  // The outbound wrapper this cache made for `managed`, or empty.
-  template <class M>
-  gc::ref<gc::object> try_get_outbound(const M& managed) const {
+  // The outbound wrapper this cache made for `managed`, cast to T (as get_or_create_outbound<T>
+  // casts it), or empty.
+  template <class T = gc::object, class M>
+  gc::ref<T> try_get_outbound(const M& managed) const {
     wrapper_object* slots = detail::slots_of(const_cast<M*>(&managed));
     if (slots) {
-      if (gc::object* w = field_outbound(*slots)) return own(w);
+      if (gc::object* w = field_outbound(*slots)) return gc::static_ref_cast<T>(own(w));
     }
-    return try_get_outbound_erased(const_cast<M&>(managed), slots);
+    return gc::static_ref_cast<T>(try_get_outbound_erased(const_cast<M&>(managed), slots));
   }
 
   // The dispatch tables (vtables) this cache's outbound wrappers expose: the process-wide
@@ -322,6 +315,8 @@ class identity_cache {
 
  private:
   friend class internal::identity_cache_access;
+  // A cache of another design, for palrt's benchmarks (identity_cache_access::make).
+  identity_cache(gc::collector& collector, cache_options options, internal::cache_design design);
   // A miss of get_or_create (the factory, the record, the insert).
   gc::ref<gc::object> get_or_create_erased(const void* identity, detail::factory_fn factory, void* context);
   // find() for the designs without an inline hit path.
@@ -355,11 +350,13 @@ inline gc::object* identity_cache::find(const void* identity) const noexcept {
   return find_slow(identity);
 }
 
-inline gc::ref<gc::object> identity_cache::try_get(const void* identity) const noexcept {
+template <class T>
+gc::ref<T> identity_cache::try_get(const void* identity) const noexcept {
+  static_assert(std::is_base_of_v<gc::object, T>, "identity_cache::try_get<T>: T must derive from palrt::gc::object");
   gc::read_section section;  // the wrapper's memory stays valid until we hold a reference
   gc::object* w = find(identity);
   if (!w || !gc::detail::object_access::try_add_ref(*w)) return {};
-  return gc::ref<gc::object>::adopt(w);
+  return gc::ref<T>::adopt(static_cast<T*>(w));
 }
 
 inline gc::object* identity_cache::field_outbound(const wrapper_object& slots) const noexcept {

@@ -47,7 +47,7 @@ class service_thread {
   // Stops the thread (default_stop_timeout) if it still runs.
   ~service_thread();
 
-  static constexpr std::chrono::milliseconds default_stop_timeout{2000};
+  static constexpr std::chrono::nanoseconds default_stop_timeout = std::chrono::seconds(2);
 
   // Starts the thread and waits until it has entered its loop: launch() and then
   // wait_until_running(). Throws pal::thread_start_error (code() = errno) or

@@ -4,7 +4,7 @@
 //   sync::event_handle done(sync::event_reset::manual);
 //   ... another thread: done.set() ...
 //   auto r = sync::wait_one(done, 100ms);        // r.status == wait_status::signalled
-//   auto any = sync::wait_any(std::vector<sync::handle>{done, child_process}, 1s);
+//   auto any = sync::wait_any({done, child_process}, 1s);  // any.index: which one
 //
 // A wait returns when it is satisfied, when its timeout passes, or, for an alertable wait,
 // when an APC was queued to the thread (thread_handle.hpp). Satisfying a wait acquires what it
@@ -41,6 +41,8 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
+#include <initializer_list>
 #include <span>
 
 #include "palrt/sync/handle.hpp"
@@ -67,6 +69,11 @@ wait_result wait_any(std::span<const handle> objects, std::chrono::nanoseconds t
                      alertable mode = alertable::no);
 wait_result wait_all(std::span<const handle> objects, std::chrono::nanoseconds timeout = infinite,
                      alertable mode = alertable::no);
+// The same over the handles named in the call: wait_any({done, child_process}, 1s).
+wait_result wait_any(std::initializer_list<std::reference_wrapper<const handle>> objects,
+                     std::chrono::nanoseconds timeout = infinite, alertable mode = alertable::no);
+wait_result wait_all(std::initializer_list<std::reference_wrapper<const handle>> objects,
+                     std::chrono::nanoseconds timeout = infinite, alertable mode = alertable::no);
 // The same over handles the caller keeps elsewhere (at most max_wait_handles pointers; a
 // null pointer counts as a closed handle).
 wait_result wait_any(std::span<const handle* const> objects, std::chrono::nanoseconds timeout = infinite,

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "palrt/interop/identity_cache.hpp"
+#include "palrt/interop/internal/cache_design.hpp"
 #include "palrt/interop/internal/bucket_map.hpp"
 #include "palrt/pal/internal/fork_generation.hpp"
 #include "palrt/interop/internal/entry_map.hpp"
@@ -22,11 +23,12 @@ class record_key {
 };
 
 struct cache_state {
-  cache_state(gc::collector& c, const cache_options& o, std::uint64_t cache_id);
+  cache_state(gc::collector& c, const cache_options& o, cache_design d, std::uint64_t cache_id);
 
   gc::collector& collector;
   gc::handle_table& table;
   const cache_options options;
+  const cache_design design;
   const std::uint64_t id;
   const std::unique_ptr<entry_map> map;
   // Outbound wrappers of objects whose field another cache owns, or that have none.
@@ -43,6 +45,11 @@ struct cache_state {
 // Tests' access (the one friend class of the cache).
 class identity_cache_access {
  public:
+  // A cache of one of the designs palrt is measured against (cache_design.hpp).
+  static identity_cache make(gc::collector& collector, cache_design design, cache_options options = {}) {
+    return identity_cache(collector, std::move(options), design);
+  }
+  static cache_design design(const identity_cache& c) noexcept { return c.state_->design; }
   static cache_state& state(identity_cache& c) noexcept { return *c.state_; }
   static entry_map& map(identity_cache& c) noexcept { return *c.state_->map; }
   // A record's wrapper field link and side-table key, for tests of the fallback path.

@@ -1,6 +1,9 @@
-#include "palrt/startup/ordering.hpp"
+// SPDX-License-Identifier: MIT
+// The startup orders' names (internal/baselines.hpp); runtime_access::bootstrap is in
+// bootstrap.cpp, with the bootstrap it parameterises.
+#include "palrt/startup/internal/baselines.hpp"
 
-namespace palrt::startup {
+namespace palrt::startup::internal {
 
 std::string_view to_string(ordering o) noexcept {
   switch (o) {
@@ -17,4 +20,4 @@ std::optional<ordering> parse_ordering(std::string_view name) noexcept {
   return std::nullopt;
 }
 
-}  // namespace palrt::startup
+}  // namespace palrt::startup::internal
