@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Strategy 1: membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED). The kernel IPIs only the CPUs
 // whose rq->curr is a thread of this process; a thread off its CPU needs none, because the
 // scheduler executes a full barrier between its last user-space access and the store to

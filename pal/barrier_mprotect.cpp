@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Strategy 2: the helper-page trick of CoreCLR and folly. Making a dirty, present page
 // inaccessible forces the kernel to invalidate its TLB entry on every CPU that may cache
 // this process's page tables, and on x86-64 it does so by IPI; the IPI handler is a

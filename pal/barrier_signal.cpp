@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Strategy 3: signal every other thread and wait until each has executed a full fence in
 // its handler (musl's fallback when membarrier is missing; works on any architecture).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "palrt/pal/cpu.hpp"
 
 #include <sched.h>

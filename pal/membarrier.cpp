@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "palrt/pal/membarrier.hpp"
 
 #include <cerrno>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The process-wide choice of barrier strategy and flush_process_write_buffers().
 #include "palrt/pal/process_barrier.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "palrt/pal/thread_factory.hpp"
 
 #include <pthread.h>

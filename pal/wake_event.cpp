@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "palrt/pal/wake_event.hpp"
 
 #include <sched.h>

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Times whole-process startup under hyperfine: palrt-startup in each ordering and with the
 # sync worker started eagerly, the C floors that do the same work, and the preload shim, each
 # beside the baseline it is judged against. Then prints (and writes

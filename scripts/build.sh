@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Configures and compiles one build folder:  scripts/build.sh <dir> [meson -D options...]
 # A fresh folder is set up; an existing one is reconfigured with the options given, so the
 # same command works the first time and every time after (run.sh and test.sh rely on that).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Fresh-machine check: runs the README's two commands (scripts/run.sh, then scripts/test.sh)
 # exactly as a newcomer would, on a brand-new Debian 12 minbase system, so that a missing
 # install step in scripts/setup.sh fails here instead of on someone's new machine. A

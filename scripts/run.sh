@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The main job: set up the machine, build palrt (release, in build/), and time startup
 # under hyperfine (scripts/bench-startup.sh; results land in results/).
 set -euo pipefail

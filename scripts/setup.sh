@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Installs what building, testing and benchmarking palrt needs on Debian 12, and only what is
 # missing: on a machine that already has everything it changes nothing and does not touch the
 # network, so every other script can call it first.

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Summary table and plot for scripts/bench-startup.sh.
 
     startup_report.py summary --hyperfine results/startup-round-*.json --baselines 1,5,7,9

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Builds palrt and runs its test suites ('default'; and 'seccomp': the fallback cases of the
 # suites that touch membarrier, with membarrier denied, where palrt must fall back and pass).
 #

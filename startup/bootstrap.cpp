@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "palrt/startup/bootstrap.hpp"
 
 #include <atomic>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The bootstrap's phases. Each is small on purpose: the order lives in make_phases(), the
 // mechanism (timing, unwinding) in bootstrap.cpp.
 #include "palrt/pal/process_barrier.hpp"

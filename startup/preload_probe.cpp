@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "palrt/startup/preload_probe.hpp"
 
 #include <dlfcn.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "palrt/startup/system_facts.hpp"
 
 #include <fcntl.h>

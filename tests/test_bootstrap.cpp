@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The ordered bootstrap, each case in a fresh process: registration is per process and
 // sticky, and "threads alive at registration" needs a process with no other threads.
 #include <doctest/doctest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The tools as a user runs them: exit codes, one-line errors, and JSON that parses.
 #include <doctest/doctest.h>
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The embedded collector: terminal zero, each handle kind's semantics through a collection,
 // grace periods against readers, cascades, automatic collection, stress and misuse. The
 // finalizer thread's own behaviour is in test_finalizer.cpp.

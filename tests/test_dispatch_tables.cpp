@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The process-wide dispatch tables and the per-instance dispatch caches: a type's table is
 // built once for the process whatever the number of instances; each instance sees exactly
 // its own policy over shared vtables; concurrent first calls build once; the steady state

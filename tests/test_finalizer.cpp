@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The finalizer thread with the embedded collector: the order of short weak, finalizer and
 // long weak; resurrection and re-registration; wait_for_pending_finalizers() and its race;
 // contained exceptions; bounded shutdown with a finalizer that blocks; the bootstrap's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The handle table with raw targets, as a host GC uses it: allocation and release, the
 // sweeps and root iteration, growth and its failure, concurrency, and misuse. The embedded
 // collector's semantics on top are in test_collector.cpp.

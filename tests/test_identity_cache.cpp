@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The interop identity cache (palrt/interop/identity_cache.hpp): what a host relies on, for
 // every design, with real threads, a real collector and a real finalizer thread.
 #include <doctest/doctest.h>

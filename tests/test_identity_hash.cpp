@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // How the identity caches' bucket hash (palrt/interop/internal/bucket_hash.hpp) spreads
 // pointers, measured: what the caches' users rely on, and why the hash is there.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // membarrier(2) against the real kernel. Registration is per process and sticky (a fork()ed
 // child inherits it), so every case runs in a freshly exec'd process.
 #include <doctest/doctest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // libpalrt-preload.so, driven the way it is used: preloaded into real programs. Whether the
 // process got registered is read from inside it by palrt-membarrier-state, which asks the
 // kernel (GET_REGISTRATIONS, PRIVATE_EXPEDITED) and the shim (palrt_preload_info).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // FlushProcessWriteBuffers is a barrier: a store-buffering litmus test.
 //
 //   thread A (fast side):  x = 1; compiler barrier; r1 = y

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The service-thread lifecycle shared by the finalizer and the sync manager's worker. No test
 // orders events with a sleep: each waits, bounded, on an event the code under test signals or
 // on a state the kernel reports.

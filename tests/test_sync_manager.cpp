@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The sync manager: its priority work queue (post, invoke, post_after, cancel), the pools
 // that keep a steady state free of allocation, the nested invoke the lease pattern exists
 // for, stopping with work queued, and process handles with real children. No test orders

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The sync manager's waitable objects and waits: events, semaphores, mutexes (recursion and
 // abandonment), thread handles, wait_one/any/all, timeouts, alertable waits and APCs, and
 // every bad input the API documents. No test orders events with a sleep: a test that needs

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The smallest correct palrt host: bootstrap first, before the host starts any thread of its
 // own, then use the runtime, then shut down.
 #include <cstdio>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /*
  * libpalrt-preload.so: registers the process for membarrier(PRIVATE_EXPEDITED) before its
  * first thread exists.

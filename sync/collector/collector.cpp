@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The embedded collector: collect() and the grace-period reclamation (collector.hpp has the
 // life cycle; read_section.hpp and reader_epoch.cpp the grace period).
 //

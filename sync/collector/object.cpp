@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Objects of the embedded collector: construction through make_object, death, and the
 // finalization controls (suppress, reregister, resurrect).
 #include "palrt/gc/object.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Read sections and grace periods: palrt's epoch-based reclamation over the process barrier.
 //
 // Reader (read_section): e = global_epoch (acquire); record.epoch = e (B, plain store);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "palrt/gc/finalizer_thread.hpp"
 
 #include <sched.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Each thread's caches of free handle slots, and the registry of live tables they return
 // their slots to when the thread exits.
 //

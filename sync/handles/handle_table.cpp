@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The handle table: blocks, refill and return, release, sweeps. The per-thread caches and
 // the registry of live tables are in handle_cache.cpp.
 //

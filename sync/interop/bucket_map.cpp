@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // palrt's identity map: per-processor buckets of open-addressing tables, read lock-free.
 //
 // Layout. Buckets = a power of two; a key's bucket is the high bits of its Fibonacci hash,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The identity cache's names and errors.
 #include <cstdio>
 #include <string>

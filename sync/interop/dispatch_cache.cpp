@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A dispatch_cache: one instance's views of the process-wide tables, and the L1 in each
 // type's descriptor (dispatch_tables.hpp states the design).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The process-wide dispatch tables (dispatch_tables.hpp): checking a type's descriptor,
 // building its table, and publishing it once.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The per-instance map from type descriptor to view: the protocol is in dispatch_view_map.hpp.
 #include "palrt/interop/internal/dispatch_view_map.hpp"
 

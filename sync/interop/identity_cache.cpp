@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // identity_cache: what every design shares (identity_cache.hpp): records, factories, the
 // wrapper fields and side tables. The maps themselves are bucket_map.cpp (palrt) and
 // locked_maps.cpp (the designs it is measured against).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The designs palrt's identity map is measured against (internal/locked_maps.hpp). They keep
 // entry_map's protocol with locks: find() holds the bucket's (or shard's) lock while it reads
 // the entry and its handle's target, so a record's remove() under the same lock cannot free

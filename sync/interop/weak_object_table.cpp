@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Side tables keyed weakly on objects (internal/weak_object_table.hpp).
 #include "palrt/interop/internal/weak_object_table.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // wrapper_record: a cached wrapper's record, and how it leaves its cache.
 #include <atomic>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "palrt/sync/internal/invoke_context.hpp"
 
 #include "palrt/pal/internal/futex.hpp"

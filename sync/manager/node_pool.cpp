@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "palrt/sync/internal/node_pool.hpp"
 
 #include <memory>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "palrt/sync/internal/process_monitor.hpp"
 
 #include <sys/epoll.h>

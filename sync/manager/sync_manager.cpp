@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "palrt/sync/sync_manager.hpp"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "palrt/sync/internal/work_queue.hpp"
 
 #include <limits>

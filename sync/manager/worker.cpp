@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The sync manager's worker loop: runs queued work in priority order, fires timers, and
 // watches processes (internal/worker_state.hpp states the sleep protocol).
 #include <time.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "palrt/sync/service_thread.hpp"
 
 #include <sys/syscall.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "palrt/sync/event.hpp"
 
 #include "palrt/sync/internal/waitable_object.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "palrt/sync/process_handle.hpp"
 
 #include <sys/syscall.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "palrt/sync/semaphore.hpp"
 
 #include <string>

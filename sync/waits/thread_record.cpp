@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Thread records, thread handles and APCs (thread_handle.hpp, internal/thread_record.hpp).
 #include "palrt/sync/internal/thread_record.hpp"
 

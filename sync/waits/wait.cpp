@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // wait_one / wait_any / wait_all and sleep_for: the waiting half of the protocol in
 // internal/waitable_object.hpp.
 #include "palrt/sync/wait.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "palrt/sync/internal/waitable_object.hpp"
 
 #include "palrt/pal/internal/fork_generation.hpp"

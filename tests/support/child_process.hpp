@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // fork()ed children, for tests whose point is what a child inherits from its parent (the
 // process barrier's state, its PID namespace): run_fresh() re-executes the test binary, so
 // its children inherit nothing. Only for single-threaded (fresh) processes: a child forked

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /*
  * libpalrt-test-counting-interposer.so: another pthread_create interposer, of the kind
  * sanitizers, profilers and tracers preload. It defines pthread_create unversioned, counts

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /*
  * libpalrt-test-dlsym-forwarder.so: a library that wraps dlsym and passes every call on to
  * the real one, as some graphics layers, tracers and loader shims do. The real dlsym reads

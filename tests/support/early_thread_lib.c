@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /*
  * libpalrt-test-early-thread.so: a library whose constructor starts (and joins) a thread,
  * the case the shim's pthread_create interposition exists for. Loaded so that its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What this kernel, and any seccomp filter around the test, offers: tests choose their
 // expectations from it instead of assuming a kernel (the seccomp variants deny membarrier).
 #pragma once

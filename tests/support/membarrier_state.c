@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /*
  * palrt-membarrier-state: prints, one `key=value` per line, what the kernel and the preload
  * shim say about this process's membarrier registration. test_preload runs it with and

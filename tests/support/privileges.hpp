@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Makes resource limits bite in tests. RLIMIT_NPROC and RLIMIT_MEMLOCK are not enforced for
 // root (CAP_SYS_ADMIN / CAP_SYS_RESOURCE / CAP_IPC_LOCK), so a fresh test process running as
 // root first becomes `nobody`.

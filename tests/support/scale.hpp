@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Iteration counts for concurrency tests. The default run keeps them small enough for CI's
 // default step; the `slow` suite (meson -Dslow_tests=true, scripts/test.sh --slow) runs the
 // same tests with PALRT_TEST_SCALE=N, multiplying iterations and time budgets by N.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /*
  * palrt-seccomp-exec: run a command with membarrier(2) denied by a seccomp filter.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Running real processes from tests: tools, the shim under real programs, and "fresh
 // processes" (this test binary re-executed) for behaviour that is per-process and sticky,
 // such as membarrier registration, which a fork()ed child inherits.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The errno a call throws as palrt::sync::sync_error, for the waits' and the sync manager's
 // bad-input tests.
 #pragma once

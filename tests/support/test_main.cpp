@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // doctest's main, plus the fresh-process dispatch (see subprocess.hpp).
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /*
  * palrt-thread-starter: a program that starts threads, for running under the shim next to
  * other pthread_create interposers. Built three times: plain, with ThreadSanitizer and with

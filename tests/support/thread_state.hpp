@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Reads a thread's scheduler state from /proc/self/task/<tid>/stat: 'R' running, 'S'
 // sleeping (e.g. in FUTEX_WAIT), 'D', 'T', 'Z'... '?' when the thread is gone.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // How palrt's tools check arguments and show a bad one: a usage error is one short line on
 // stderr (exit 2) whatever the user typed, be it 100 KB long or full of line breaks and
 // terminal escapes.

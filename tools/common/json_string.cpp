@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "common/json_string.hpp"
 
 #include <cstdio>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // JSON string literals for palrt's tools' --report json / --json output, so that what they
 // print parses whatever a kernel release, a path or a user-supplied name contains.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // How a tool ends its output. A report that did not reach its reader is a failure (exit 1),
 // not a silent success: stdout may be a full disk, a closed descriptor (`>&-`), or a pipe
 // whose reader went away while SIGPIPE is ignored.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // palrt-bench's replacement of the global operator new and delete: malloc and free, plus a
 // count of allocations (alloc_counter.hpp). Replacing them is standard C++ ([new.delete]):
 // the program's definitions take the place of the library's, for every translation unit and

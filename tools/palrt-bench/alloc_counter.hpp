@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Heap allocations made by the whole process, counted by palrt-bench's own global operator
 // new (alloc_counter.cpp): the `allocs_per_op` metric. Every C++ allocation of every thread
 // (palrt's, a baseline's, libstdc++'s, Boost's) goes through it; plain malloc() does not.

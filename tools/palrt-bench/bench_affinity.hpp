@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Where benchmark threads run.
 //
 // The measuring thread stays on one CPU and the load threads go on the others, so a variant's

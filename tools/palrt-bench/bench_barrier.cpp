@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // palrt-bench barrier: FlushProcessWriteBuffers beside its baselines.
 //
 // Case `flush`, metric ns_per_op. Variants:

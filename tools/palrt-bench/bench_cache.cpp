@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // palrt-bench cache: the interop identity cache's hit path beside the cache's other designs
 // and three concurrent hash maps, and the cache under sustained construction.
 //

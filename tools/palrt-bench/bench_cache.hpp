@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // palrt-bench cache: what the cache cases (bench_cache.cpp, bench_cache_sustained.cpp) and the
 // peers' translation units (bench_cache_tbb.cpp, bench_cache_libcuckoo.cpp,
 // bench_cache_rculfhash.cpp) share: the identities, the wrapper every variant caches, what a

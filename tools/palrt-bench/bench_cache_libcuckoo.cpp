@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // palrt-bench cache, peer `libcuckoo`: libcuckoo::cuckoohash_map (Debian libcuckoo-dev,
 // header-only) from identity to the wrapper's weak handle. A hit: find(key, out), which
 // locks the key's two candidate buckets (spinlocks: an atomic read-modify-write each, and a

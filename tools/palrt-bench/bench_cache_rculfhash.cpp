@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // palrt-bench cache, peer `rculfhash`: liburcu's lock-free resizable hash table (cds_lfht,
 // Debian liburcu-dev) from identity to the wrapper's weak handle, with liburcu's default
 // flavour (memb: membarrier-based, the same asymmetric scheme as palrt's read sections). A

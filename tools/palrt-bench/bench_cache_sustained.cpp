@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // palrt-bench cache, case `sustained`: the seed's sustained-construction scenario. Wrappers
 // are created and dropped continuously while the same threads look up live ones, so the
 // finalizer thread removes dead wrappers' entries while readers use the cache. With one lock

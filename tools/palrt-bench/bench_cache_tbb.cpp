@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // palrt-bench cache, peer `tbb`: oneTBB's tbb::concurrent_hash_map (Debian libtbb-dev) from
 // identity to the wrapper's weak handle. A hit: find() with a const_accessor (it holds the
 // entry's read lock while it lives: an atomic read-modify-write on the lock and one to

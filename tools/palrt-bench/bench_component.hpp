@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What a palrt-bench component provides, and what the tool gives it.
 //
 // A component is one subcommand, `palrt-bench <component>`. Its file (bench_<component>.cpp)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // palrt-bench finalizer: the finalizer thread, fed by the embedded collector.
 //
 // No baseline is set for these cases, so palrt's values are reported alone (one

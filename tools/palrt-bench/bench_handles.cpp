@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // palrt-bench handles: the handle table's allocate/release beside its baselines.
 //
 // Case `alloc-release`, metric ns_per_op, one op = one allocate + release pair. Each thread

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // palrt-bench invoke: the sync manager's work queue and waits beside their baselines.
 //
 // Cases (DESIGN.md metrics):

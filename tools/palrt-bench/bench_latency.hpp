@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Latencies for palrt-bench's p50_ns / p99_ns metrics: a time stamp in nanoseconds and a
 // histogram to collect many of them without allocating or sorting.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The one output format of palrt-bench (DESIGN.md, "Performance").
 //
 // A component adds one result per {case, variant, threads, metric}; the tool then prints

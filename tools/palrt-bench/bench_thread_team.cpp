@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "bench_thread_team.hpp"
 
 #include <sched.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A team of threads that run the same measured work at the same moment, for components whose
 // `threads` counts threads doing the measured operation (DESIGN.md: ns_per_op is wall time
 // over the operations of all of them, so perfect scaling halves it).

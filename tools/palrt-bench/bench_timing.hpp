@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Timing rules every palrt-bench component measures by.
 //
 // The machines are noisy (shared 2-core VMs), so one number per variant is never one run:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // palrt-bench: each palrt component measured beside its baselines in one run, in one format.
 //
 //   palrt-bench [--json] [--threads N] [--quick | --smoke] <component>

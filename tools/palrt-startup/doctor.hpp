@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // palrt-startup doctor: what this machine offers palrt and what palrt would choose.
 #pragma once
 

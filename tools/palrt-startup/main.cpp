@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // palrt-startup: run palrt's ordered bootstrap once and exit, for hyperfine to time.
 //
 // It starts what a host gets from bootstrap() with its defaults, so the time measured is the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // palrt-startup's reports: --report text (for people) and --report json (one object, for
 // scripts: bench-startup.sh takes medians of bootstrap_ns and shutdown_ns from it).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /*
  * palrt-startup-reference: the floor for palrt-startup's startup time.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // CoreCLR's PAL names for palrt operations, for hosts porting PAL code. palrt's own API is in
 // namespace palrt::pal; these are one-line forwards with the same behaviour (and failure
 // behaviour) as the function they name.

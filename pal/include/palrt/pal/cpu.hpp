@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // CPU counts as a runtime should size itself by.
 //
 // processor_count() is what a runtime should size per-processor structures and worker pools

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // membarrier(2), the kernel's process-wide memory barrier, with errors that say why.
 //
 // PRIVATE_EXPEDITED makes every running thread of this process execute a full barrier by

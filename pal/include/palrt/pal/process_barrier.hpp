@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // FlushProcessWriteBuffers(): a process-wide memory barrier.
 //
 // After flush_process_write_buffers() returns, every other thread of the process has

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The one way palrt starts a thread.
 //
 // start_thread() makes sure the process registered for membarrier before the new thread

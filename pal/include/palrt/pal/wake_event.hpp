@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // An auto-reset event on a futex: the wait primitive of palrt's service threads.
 //
 // set() wakes one waiter, or makes the next wait() return at once; wait() consumes the

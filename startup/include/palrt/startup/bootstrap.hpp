@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // palrt::startup::bootstrap(): start a runtime in the right order.
 //
 //   auto rt = palrt::startup::bootstrap();

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Is the preload shim (libpalrt-preload.so) in this process, and did it register?
 //
 // Looked up with dlsym only when asked (for reports and the doctor), never on the startup

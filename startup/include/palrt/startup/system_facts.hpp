@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Facts about this machine that decide whether membarrier registration is slow: the kernel
 // takes the fast path with one thread or one online CPU, and rcu_expedited=1 turns the slow
 // path's grace period from ~16 ms into ~tens of microseconds. Read only for reports.

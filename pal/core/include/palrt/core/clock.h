@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /*
  * palrt's one clock for phase timings and reports: CLOCK_MONOTONIC in nanoseconds.
  * Plain C and static inline, so the preload shim (libc only) and the C++ layers share it.

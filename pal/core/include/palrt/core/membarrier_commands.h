@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /*
  * The membarrier(2) command bits: the one definition in palrt, shared by the C++ API
  * (palrt/pal/membarrier.hpp), the preload shim (C) and the reports. A public header: a host

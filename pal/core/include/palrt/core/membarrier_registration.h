@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /*
  * The one implementation of membarrier registration, shared by pal/ (C++) and the preload
  * shim (C, no C++ runtime). Everything here is static inline so the shim compiles it in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /*
  * Counting this process's threads from the kernel's own count, /proc/self/status "Threads:".
  * Shared by pal/ (C++), the preload shim (C, no C++ runtime) and the tests; raw open/read, no

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The three process-barrier strategies behind flush_process_write_buffers(), one file each
 // (barrier_<name>.cpp). Each factory sets its strategy up or throws barrier_error with the
 // errno that stopped it; nothing in them depends on other palrt state being initialised.

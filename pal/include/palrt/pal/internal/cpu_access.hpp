@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The pieces processor_count() is made of, for tests that feed it their own inputs (cgroup
 // trees built in a temporary folder, cpu.max texts the kernel writes).
 #pragma once

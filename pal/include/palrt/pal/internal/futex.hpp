@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The futex operations palrt uses: waits and wakes on a private (this process only) 32-bit
 // word. One place for the raw syscall, so every caller passes the same flags and reads the
 // result the same way.

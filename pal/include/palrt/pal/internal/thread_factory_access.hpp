@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What tests reach in the thread factory beyond its public API: fault injection, so that the
 // unwinding of whoever starts threads can be tested without exhausting real limits (the
 // RLIMIT_NPROC tests do that separately).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // One step of the bootstrap. The bootstrap starts a list of phases in order and times each;
 // then it waits until every phase's threads run (so their start-up latencies overlap). If a
 // phase throws, the phases already started are stopped before the failure is reported.

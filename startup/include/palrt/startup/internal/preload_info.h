@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /*
  * What the preload shim (libpalrt-preload.so) publishes about the registration it did, so a
  * palrt host in the same process can report `registered_by: preload`. The host finds it with

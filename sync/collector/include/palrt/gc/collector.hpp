@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // palrt::gc::collector: palrt's embedded default collector, the host that runs the handle
 // table when there is no host GC.
 //

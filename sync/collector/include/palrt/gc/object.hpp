@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // palrt::gc::object: the objects of palrt's embedded collector, and ref<T>, the strong
 // reference that keeps one alive.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // palrt::gc::read_section: a reader's critical section of palrt's memory reclamation.
 //
 // Memory that lock-free readers may still be reading (an object whose weak handles were

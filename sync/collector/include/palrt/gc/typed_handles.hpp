@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Typed handles to the embedded collector's objects: strong_handle<T>, weak_handle<T> and
 // dependent_handle<P, S>. Each owns one handle of the table of its target's collector (so
 // the collector that frees the target is the one that sweeps the handle) and releases it

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The finalizer thread: runs the finalizers of dead objects off the threads that found them
 // dead, so that a collection never waits for host cleanup code.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // palrt::gc::handle_table: stable slots that refer to objects, for a runtime's GC.
 //
 // A handle is the address of one slot holding an object pointer (its target). Code that must

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // palrt::gc::owned_handle: one handle of a handle_table, released when the owner is done.
 //
 // The RAII owner for hosts that work with raw handles (a host GC's own wrappers); the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // palrt::interop dispatch tables: the COM-style vtables a runtime exposes to native code for
 // each managed type, built once per type for the whole process, and each cache instance's
 // view of them.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // palrt::interop::identity_cache: the map from a native identity pointer to the managed
 // wrapper for it (a runtime's RCW cache), and from a managed object to the wrapper native
 // code sees for it (its outbound wrapper, a CCW).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // palrt::interop::wrapper_object: two fields a host's wrapper type may carry so that the
 // interop caches find what they need on the object itself instead of in a side table.
 //

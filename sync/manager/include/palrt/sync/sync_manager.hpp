@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The sync manager: the worker thread a runtime's PAL needs for posted work, timers and
 // process monitoring, and the way to open process handles.
 //

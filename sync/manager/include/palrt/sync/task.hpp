@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The callables the sync manager's work queue holds (sync_manager.hpp). A host does not use
 // these types by name: post() and invoke() make them from any callable.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Priorities of the sync manager's work queue (sync_manager.hpp), lowest first. The worker
 // runs the oldest item of the highest priority that has one; within a priority, first in,
 // first out. A stream of high-priority work delays lower priorities without bound: that is

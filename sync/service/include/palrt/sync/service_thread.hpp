@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The lifecycle every palrt service thread shares (the finalizer, the sync manager's worker):
 // started through pal's thread factory, so membarrier registration comes first; start()
 // returns only once the thread runs its loop; idle, it sleeps on a futex (wake_event) and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Events: Win32-style manual-reset and auto-reset events.
 //
 // A manual-reset event stays signalled until reset(): set() releases every waiter, and every

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Handles to palrt's waitable objects, and the one error type of the objects and waits.
 //
 // A handle is how a host holds an event, a semaphore, a mutex, a thread or a process, in the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Mutexes as Win32 has them: owned by a thread, recursive, and abandoned when their owner
 // exits.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Process handles: signalled when the process exits, with its exit status.
 //
 // A process handle refers to a process through a pidfd (Linux 5.3+), so it can never refer

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Semaphores with a maximum count, as Win32 has them.
 //
 // The count is between 0 and the maximum; the semaphore is signalled while the count is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Thread handles and asynchronous procedure calls (APCs).
 //
 // thread_handle::current() is a handle to the calling thread. It becomes signalled when that

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Waits: wait_one, wait_any and wait_all over palrt's waitable objects (events, semaphores,
 // mutexes, threads, processes), with monotonic timeouts, and alertable waits and sleeps.
 //

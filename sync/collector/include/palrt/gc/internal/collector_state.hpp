@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The collector's shared state, and the interface between the collector and the finalizer
 // thread (the finalizer component builds on these; hosts do not).
 //

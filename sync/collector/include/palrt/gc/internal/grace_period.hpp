@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The reclaimer's side of read sections (read_section.hpp): tag what was retired with an
 // epoch, then ask whether every reader that could still see it has left its section.
 #pragma once

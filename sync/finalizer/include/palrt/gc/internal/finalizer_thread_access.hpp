@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What tests reach in the finalizer thread beyond its public API: its service thread (tid,
 // name, wake-ups), read-only.
 #pragma once

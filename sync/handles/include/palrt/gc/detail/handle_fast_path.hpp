@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Not API: the handle table's layout as its inline fast paths (handle_table.hpp) see it. A
 // host never names anything here; it is installed only because inline code in a public
 // header needs it, in the manner of liburcu's urcu/static/ headers, and may change in any

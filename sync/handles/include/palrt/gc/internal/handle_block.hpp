@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The handle table's private state: the per-kind state and the table's bookkeeping, and
 // the slow paths' helpers. The block and cache layouts that the inline fast paths use are in
 // palrt/gc/detail/handle_fast_path.hpp; the protocol is stated in handle_table.hpp and

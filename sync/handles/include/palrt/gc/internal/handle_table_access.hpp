@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What tests reach in the handle table beyond its public API.
 #pragma once
 

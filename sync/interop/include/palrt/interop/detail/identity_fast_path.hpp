@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Not API: the layout palrt's identity map shares with the inline hit path of
 // identity_cache.hpp (liburcu's `urcu/static` shape: the fast path is a few inline loads, the
 // rest is out of line). Hosts include identity_cache.hpp, never this file; it may change in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // How the identity caches pick a bucket for a pointer.
 //
 // Native objects are heap-allocated and at least 16-byte aligned, so the low bits of their

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // palrt's design of the identity map: per-processor buckets of open-addressing tables whose
 // hits are lock-free and write nothing shared. The protocol is in bucket_map.cpp.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // An identity cache's state, shared (std::shared_ptr) by the cache and every record it made:
 // a record may be finalized after its cache is gone, and then finds the map closed.
 #pragma once

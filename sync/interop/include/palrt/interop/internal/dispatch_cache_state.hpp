@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A dispatch_cache's state (dispatch_tables.hpp, dispatch_cache.cpp), and the key that only
 // palrt's own code can make dispatch tables and views with.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What tests reach in the dispatch tables beyond their public API (dispatch_tables.hpp): the
 // counters that prove "built once, never rebuilt", and the L1 as a descriptor holds it.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A dispatch_cache's map from type descriptor to its view (dispatch_tables.hpp), the
 // fallback of the L1: read without a lock by every thread that uses the instance, written
 // under the instance's lock.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What an identity cache's design provides: the map from identity to the weak handle of the
 // wrapper's record. identity_cache.cpp does the rest (records, factories, the wrapper
 // fields) the same way for every design, so that the benchmark compares maps and nothing else.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The identity maps palrt's design is measured against (identity_cache.hpp, "Designs"):
 // - rwlock_map: buckets of one reader-writer lock and one std::unordered_map each, the
 //   bucket chosen by Fibonacci hashing. With the processor count's buckets it is the design

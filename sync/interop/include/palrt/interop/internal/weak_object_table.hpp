@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A side table keyed weakly on objects (a ConditionalWeakTable): object -> value, where the
 // value lives as long as the key object does and the table never keeps the key alive. Each
 // entry is a dependent handle (primary: the key, secondary: the value), so a collection that

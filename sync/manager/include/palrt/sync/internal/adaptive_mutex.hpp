@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The lock of the work queue and the node pool: glibc's adaptive mutex, which spins briefly
 // (up to ~100 tries) before sleeping in the kernel.
 //

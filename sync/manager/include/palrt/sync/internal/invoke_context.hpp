@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What an invoke() caller and the worker share for one call: the caller's function, its
 // exception, the queue node, and the word the caller sleeps on until the worker is done.
 //

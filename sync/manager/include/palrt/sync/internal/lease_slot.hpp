@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A thread-local single-slot pool with the lease pattern.
 //
 // take() hands out the slot's object and empties the slot; give() puts an object back if the

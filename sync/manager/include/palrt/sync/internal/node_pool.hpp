@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The pool posted work nodes come from, so that a steady stream of post() allocates nothing.
 //
 // A free list under its own small lock (taken once per post by the poster, and once per

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The sync manager's watch over process handles: an epoll set of pidfds (and an eventfd to
 // wake the worker), in which the worker sleeps while at least one process is watched.
 //

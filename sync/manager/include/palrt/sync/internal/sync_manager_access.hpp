@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What tests reach in the sync manager beyond its public API: its worker's service thread
 // (tid, name, wake-ups), read-only, and the pools' allocation counts.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // One item of the sync manager's work queue. Posted items' nodes come from the node pool and
 // go back to it after they ran or were cancelled; an invoke's node is part of its caller's
 // leased invoke_context.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The sync manager's queue: one intrusive FIFO per priority, and the timers (items posted to
 // run later) in a list sorted by due time. Not synchronised: the worker_state's queue lock
 // guards it. Nothing here allocates; nodes come from the node pool or an invoke context.

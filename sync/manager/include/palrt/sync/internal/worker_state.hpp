@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What the sync manager's worker thread and the threads that give it work share: the queue,
 // the node pool, the process monitor, and the word the worker sleeps on. Co-owned by the
 // worker's loop, so a worker detached after a missed stop deadline still has valid memory.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What tests reach in a service thread beyond its public API.
 #pragma once
 

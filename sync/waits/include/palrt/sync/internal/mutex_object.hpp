@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The mutex object behind mutex_handle (mutex.hpp). Its state is guarded by objects_lock().
 #pragma once
 

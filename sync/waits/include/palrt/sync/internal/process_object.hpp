@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The process object behind process_handle: a pidfd, and the exit the sync manager's worker
 // records when the pidfd becomes readable. State guarded by objects_lock().
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // palrt's record of one thread: the waitable thread object (signalled at exit), the futex
 // word its waits sleep on, its APC queue and the mutexes it owns.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The waitable object and the wait protocol behind wait.hpp.
 //
 // Protocol. Every object's state and waiter list are guarded by one process-wide lock,

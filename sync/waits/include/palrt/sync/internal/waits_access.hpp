@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What the sync manager and tests reach in the objects and waits beyond their public API.
 #pragma once
 
