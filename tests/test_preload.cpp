@@ -594,10 +594,21 @@ TEST_CASE("a shim loaded after a thread exists counts the threads of its slow re
   // the record must say 2 threads (counted), not assume the single-threaded case.
   kernel_support kernel;
   REQUIRE(kernel.private_expedited());
-  auto s = membarrier_state({}, {"--dlopen-after-thread", artefact("PALRT_TEST_SHIM")});
+  const std::vector<std::string> late = {"--dlopen-after-thread", artefact("PALRT_TEST_SHIM")};
+  // A verbose shim always counts (its line shows the count), whatever the timing said.
+  auto verbose = membarrier_state({"PALRT_PRELOAD_VERBOSE=1"}, late);
+  CHECK(field(verbose, "preload_state") == PALRT_PRELOAD_REGISTERED);
+  CHECK(field(verbose, "preload_threads") == 2);
+  CHECK(field(verbose, "private_expedited") == 0);
+  // A quiet one counts when the registration was slow, which a multi-threaded one nearly
+  // always is (an RCU grace period). When the kernel happened to finish that grace period
+  // within the fast-path bound (an idle second CPU, rcu_expedited), timing cannot tell the
+  // cases apart and the contract is "not counted": 0, never a wrong count.
+  auto s = membarrier_state({}, late);
   CHECK(field(s, "preload_state") == PALRT_PRELOAD_REGISTERED);
-  CHECK(field(s, "preload_threads") == 2);
   CHECK(field(s, "private_expedited") == 0);
+  INFO("registration took " << field(s, "preload_duration_ns") << " ns");
+  CHECK(field(s, "preload_threads") == (field(s, "preload_fast_path_inferred") == 1 ? 0 : 2));
 }
 
 TEST_CASE("a thread started by an earlier constructor finds the process registered") {
