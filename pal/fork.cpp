@@ -79,13 +79,6 @@ void in_child() noexcept {
                                 std::memory_order_relaxed);
 }
 
-// The parent's state children keep (keep_until_exit): a lock-free stack, never popped.
-struct kept_state {
-  std::shared_ptr<const void> state;
-  kept_state* next;
-};
-constinit std::atomic<kept_state*> kept{nullptr};
-
 }  // namespace
 
 void install_fork_handlers() {
@@ -112,19 +105,6 @@ void hold_across_fork(std::mutex& m, fork_lock_rank rank) {
   std::lock_guard guard(registry_lock);
   entry->next = registered;
   registered = entry;
-}
-
-void keep_until_exit(std::shared_ptr<const void> state) noexcept {
-  auto* entry = new (std::nothrow) kept_state{std::move(state), nullptr};
-  if (!entry) {
-    std::fputs("palrt: out of memory keeping a parent's state in a fork()ed child\n", stderr);
-    std::abort();
-  }
-  kept_state* head = kept.load(std::memory_order_relaxed);
-  do {
-    entry->next = head;
-    // relaxed: nobody reads the list; it only keeps the states reachable.
-  } while (!kept.compare_exchange_weak(head, entry, std::memory_order_relaxed));
 }
 
 void fork_access::on_contended_prepare(void (*hook)(void* context), void* context) noexcept {

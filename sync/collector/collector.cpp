@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "palrt/pal/fork.hpp"
+#include "palrt/pal/internal/keep_until_exit.hpp"
 #include "palrt/gc/internal/collector_state.hpp"
 #include "palrt/gc/internal/grace_period.hpp"
 
@@ -61,20 +62,6 @@ void collector_state::append(chain_ref& c, object* o) noexcept {
     c.first = o;
   c.last = o;
   ++c.n;
-}
-
-// States of collectors destroyed while objects of theirs were alive. Reachable from a
-// global for the life of the process (never destroyed: late releases may come from other
-// threads during exit), so leak checkers see them, and what hangs off them, as kept.
-void keep_orphaned(std::shared_ptr<collector_state> state) {
-  static auto* const orphans = new std::vector<std::shared_ptr<collector_state>>;
-  static std::mutex& lock = *[] {
-    auto* m = new std::mutex;  // never destroyed; fork() holds it (a child may orphan too)
-    pal::internal::hold_across_fork(*m, pal::internal::fork_lock_rank::leaf);
-    return m;
-  }();
-  std::lock_guard guard(lock);
-  orphans->push_back(std::move(state));
 }
 
 void note_death(collector_state& c) noexcept {
@@ -410,7 +397,7 @@ collector::~collector() {
   if (c.made.forked()) {
     // A fork()ed child: collecting would take locks that may be held for good. Objects the
     // child still holds, or drops later, keep pushing onto this state: it stays.
-    internal::keep_orphaned(state_);
+    pal::internal::keep_until_exit(state_);
     return;
   }
   // Queued for a finalizer that no longer runs: they go as if finalized. Also those that the
@@ -445,7 +432,7 @@ collector::~collector() {
                  alive, alive - n.awaiting_grace_period, n.awaiting_grace_period);
     // Kept for the life of the process: a reference the host drops later pushes onto this
     // state's dead list, which must stay valid memory (nothing will free those objects).
-    internal::keep_orphaned(state_);
+    pal::internal::keep_until_exit(state_);
   }
   c.table.release_collector(state_.get());
 }

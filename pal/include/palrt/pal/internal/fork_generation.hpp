@@ -16,6 +16,8 @@
 #include <memory>
 #include <mutex>
 
+#include "palrt/pal/internal/keep_until_exit.hpp"  // a child keeps its parent's state with it
+
 namespace palrt::pal::internal {
 
 // How many fork()s lie between the process palrt's handlers were installed in and this one.
@@ -58,12 +60,6 @@ enum class fork_lock_rank : std::uint8_t {
 // process-wide locks only: `m` must live until the process ends, be held only briefly and
 // never while calling host code, and be registered once, with no registered lock held.
 void hold_across_fork(std::mutex& m, fork_lock_rank rank);
-
-// Keeps `state` (and what it owns) allocated, reachable and untouched until the process
-// exits: a parent's state that the child neither uses nor destroys (its locks may be held,
-// its threads are gone). Aborts with a message if it cannot allocate the few bytes this
-// takes: destroying the state instead could hang.
-void keep_until_exit(std::shared_ptr<const void> state) noexcept;
 
 // What tests reach in the fork machinery.
 class fork_access {

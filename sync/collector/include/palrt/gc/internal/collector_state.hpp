@@ -132,9 +132,6 @@ struct collector_state {
   static void destroy(object* o) noexcept;  // frees the object (its destructor runs)
 };
 
-// Keeps the state of a collector destroyed with objects still alive, for good.
-void keep_orphaned(std::shared_ptr<collector_state> state);
-
 // make_object's allocation count reached collector_options::collect_every: collect here,
 // unless a collection is running (on this thread or another): allocation never waits. Like
 // collect(), it then runs the finalizers itself if no finalizer thread is attached.
