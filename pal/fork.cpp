@@ -58,7 +58,8 @@ void take(std::mutex& m) noexcept {
 
 void prepare() noexcept {
   registry_lock.lock();
-  for (fork_lock_rank rank : {fork_lock_rank::barrier_setup, fork_lock_rank::barrier_flush, fork_lock_rank::leaf})
+  for (fork_lock_rank rank : {fork_lock_rank::barrier_setup, fork_lock_rank::barrier_flush,
+                              fork_lock_rank::side_table, fork_lock_rank::leaf})
     for (held_lock* h = registered; h; h = h->next)
       if (h->rank == rank) take(*h->lock);
 }

@@ -22,10 +22,12 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "child_process.hpp"
 #include "palrt/interop/identity_cache.hpp"
 #include "palrt/interop/internal/cache_state.hpp"
+#include "palrt/interop/internal/weak_object_table.hpp"
 #include "palrt/pal/fork.hpp"
 #include "palrt/pal/internal/barrier_strategies.hpp"
 #include "palrt/pal/internal/fork_generation.hpp"
@@ -517,6 +519,49 @@ PALRT_FRESH_PROCESS(fork_identity_bucket_lock_held) {
   a.reset();
   cache.reset();
   return rt->shutdown().clean() ? 0 : 3;
+}
+
+namespace {
+struct plain_proxy : gc::object {};  // no wrapper_object fields: its record goes to the side table
+}  // namespace
+
+// The record side table is the process's, not a cache's: a child's own runtime and cache use
+// it too, so a shard lock held by another thread at fork() must not be inherited held.
+PALRT_FRESH_PROCESS(fork_record_side_table_lock_held) {
+  static int native;
+  {
+    holder h([] { return std::unique_lock(interop::internal::record_side_table().lock_for(&native)); });
+    h.release_when_fork_waits();
+    run_child([] {
+      auto rt = startup::bootstrap();
+      gc::collector& collector = rt->services().collector();
+      interop::identity_cache cache(collector);
+      // Wrappers without fields: each record goes into the side table, in the shard of the
+      // wrapper's address; 256 of them miss the held shard with a probability of 1e-7.
+      std::vector<gc::ref<plain_proxy>> wrappers;
+      static int natives[256];
+      for (int& n : natives)
+        wrappers.push_back(cache.get_or_create<plain_proxy>(&n, [&](const void*) {
+          return gc::make_object<plain_proxy>(collector);
+        }));
+      int found = 0;
+      for (const auto& w : wrappers) found += interop::record_of(*w) != nullptr;
+      std::printf("child: side-table records=%d\n", found);
+      wrappers.clear();
+      return found == 256 && rt->shutdown().clean() ? 0 : 1;
+    });
+    pal::internal::fork_access::on_contended_prepare(nullptr, nullptr);
+  }
+  return 0;
+}
+
+TEST_CASE("fork: a child forked while another thread held a lock of the record side table uses the side table") {
+  auto p = run_fresh("fork_record_side_table_lock_held");
+  INFO(p.out, p.err);
+  REQUIRE_FALSE(p.timed_out);
+  CHECK(p.out.find("child: side-table records=256") != std::string::npos);
+  CHECK(p.out.find("child exit=0") != std::string::npos);
+  CHECK(p.exit_code == 0);
 }
 
 TEST_CASE("fork: a child forked while an identity cache's bucket lock was held gets forked_child_error for a miss "

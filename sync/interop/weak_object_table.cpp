@@ -3,6 +3,7 @@
 #include "palrt/interop/internal/weak_object_table.hpp"
 
 #include "palrt/interop/internal/bucket_hash.hpp"
+#include "palrt/pal/internal/fork_generation.hpp"
 
 namespace palrt::interop::internal {
 
@@ -19,7 +20,11 @@ gc::ref<gc::object> live_value(const gc::dependent_handle<gc::object, gc::object
 }
 }  // namespace
 
-weak_object_table::weak_object_table() : shards_(new shard[std::size_t{1} << shard_bits]) {}
+weak_object_table::weak_object_table(bool held_across_fork) : shards_(new shard[std::size_t{1} << shard_bits]) {
+  if (!held_across_fork) return;
+  for (std::size_t i = 0; i < (std::size_t{1} << shard_bits); ++i)
+    pal::internal::hold_across_fork(shards_[i].lock, pal::internal::fork_lock_rank::side_table);
+}
 
 weak_object_table::~weak_object_table() { clear(); }
 
@@ -107,7 +112,9 @@ std::size_t weak_object_table::size() const {
 }
 
 weak_object_table& record_side_table() noexcept {
-  static weak_object_table* const table = new weak_object_table;  // never destroyed, see the header
+  // Never destroyed (see the header), and shared by the caches of every runtime the process
+  // starts, a fork()ed child's among them: its locks are held across fork().
+  static weak_object_table* const table = new weak_object_table(true);
   return *table;
 }
 

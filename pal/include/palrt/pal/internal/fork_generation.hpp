@@ -53,6 +53,8 @@ class fork_stamp {
 enum class fork_lock_rank : std::uint8_t {
   barrier_setup,  // the process barrier's initialisation (it creates strategies)
   barrier_flush,  // a strategy's flush (the mprotect toggle, the signal round)
+  side_table,     // the identity caches' record side table: leaf locks (a handle table's
+                  // registry) may be taken under it
   leaf,           // held briefly, with no other palrt lock taken under it
 };
 

@@ -43,7 +43,10 @@ namespace palrt::interop::internal {
 
 class weak_object_table {
  public:
-  weak_object_table();
+  // held_across_fork: fork() takes the shard locks (pal/internal/fork_generation.hpp), so a
+  // child never finds one held by a thread it does not have. Only for a table that is never
+  // destroyed (the process-wide record table): fork() keeps the locks' addresses.
+  explicit weak_object_table(bool held_across_fork = false);
   weak_object_table(const weak_object_table&) = delete;
   weak_object_table& operator=(const weak_object_table&) = delete;
   ~weak_object_table();
