@@ -41,6 +41,12 @@
 #include "palrt/gc/internal/handle_table_access.hpp"
 #include "palrt/gc/read_section.hpp"
 #include "palrt/sync/sync_manager.hpp"
+#include "thread_state.hpp"
+#include "palrt/sync/internal/waits_access.hpp"
+#include "palrt/sync/wait.hpp"
+#include "palrt/sync/thread_handle.hpp"
+#include "palrt/sync/mutex.hpp"
+#include "palrt/sync/event.hpp"
 #include "subprocess.hpp"
 
 using namespace std::chrono_literals;
@@ -244,6 +250,92 @@ TEST_CASE("fork: in a child the parent's sync manager refuses post and invoke (E
   CHECK(p.out.find("child: invoke: sync_error errno=" + std::to_string(ESHUTDOWN)) != std::string::npos);
   CHECK(p.out.find("used in a child after fork()") != std::string::npos);
   CHECK(p.out.find("child: worker_started=0 stop=1") != std::string::npos);
+  CHECK(p.out.find("child exit=0") != std::string::npos);
+  CHECK(p.exit_code == 0);
+}
+
+// --- Waits in the child --------------------------------------------------------------------
+
+// Another thread of the parent owns a palrt mutex and is blocked in a wait on an auto-reset
+// event when this one forks; this thread owns a mutex too. In the child that thread does not
+// exist: its mutex is abandoned to the child's first wait, its handle is signalled, it takes
+// no APC, and its blocked wait never consumes a signal meant for the child's waits. What the
+// forking thread owns stays its own.
+PALRT_FRESH_PROCESS(fork_waits_of_a_parent_thread) {
+  sync::mutex_handle theirs(sync::mutex_owner::nobody);
+  sync::mutex_handle mine(sync::mutex_owner::calling_thread);
+  sync::event_handle wakeup(sync::event_reset::automatic);
+  sync::event_handle done(sync::event_reset::manual);
+  sync::thread_handle other;
+  pal::wake_event owns;
+  std::thread t([&] {
+    other = sync::thread_handle::current();
+    sync::wait_one(theirs);
+    owns.set();
+    sync::wait_one(wakeup);  // blocked here at fork()
+    sync::wait_one(done);
+    theirs.release();
+  });
+  owns.wait();
+  // The waiter count is what the waits report: the thread is inside its wait on `wakeup`.
+  if (!palrt::testing::eventually([&] { return sync::internal::waits_access::waiter_count(wakeup) == 1; })) return 2;
+  run_child([&] {
+    int wrong = 0;
+    const sync::wait_result r = sync::wait_one(theirs, 5s);
+    std::printf("child: their mutex: %s\n", r.status == sync::wait_status::abandoned ? "abandoned" : "not abandoned");
+    wrong += r.status != sync::wait_status::abandoned;
+    theirs.release();  // the child's now: it releases it
+    std::printf("child: their thread exited=%d signalled=%d\n", other.has_exited(),
+                sync::wait_one(other, 0ns).status == sync::wait_status::signalled);
+    wrong += !other.has_exited();
+    try {
+      sync::queue_apc(other, [] {});
+      std::printf("child: queue_apc: queued\n");
+      ++wrong;
+    } catch (const sync::sync_error& e) {
+      std::printf("child: queue_apc: %s\n", e.code() == std::errc::no_such_process ? "ESRCH" : e.what());
+    }
+    // The parent's blocked waiter must not take the child's signal.
+    wakeup.set();
+    const bool got = sync::wait_one(wakeup, 0ns).status == sync::wait_status::signalled;
+    std::printf("child: wakeup reached the child=%d\n", got);
+    wrong += !got;
+    // The forking thread's mutex is still owned by it, in the child: another thread of the
+    // child waits for it until it is released, and then gets it unabandoned.
+    sync::wait_status before = sync::wait_status::signalled, after = sync::wait_status::timed_out;
+    pal::wake_event tried, released;
+    std::thread c([&] {
+      before = sync::wait_one(mine, 0ns).status;
+      tried.set();
+      released.wait();
+      after = sync::wait_one(mine, 5s).status;
+      if (after == sync::wait_status::signalled) mine.release();
+    });
+    tried.wait();
+    mine.release();
+    released.set();
+    c.join();
+    std::printf("child: my mutex: before=%d after=%d\n", static_cast<int>(before), static_cast<int>(after));
+    wrong += before != sync::wait_status::timed_out || after != sync::wait_status::signalled;
+    return wrong;
+  });
+  wakeup.set();
+  done.set();
+  t.join();
+  mine.release();
+  return 0;
+}
+
+TEST_CASE("fork: in a child, a parent's thread is gone: its mutex is abandoned, its handle signalled, and its "
+          "blocked wait takes nothing; the forking thread's mutex stays its own") {
+  auto p = run_fresh("fork_waits_of_a_parent_thread");
+  INFO(p.out, p.err);
+  REQUIRE_FALSE(p.timed_out);
+  CHECK(p.out.find("child: their mutex: abandoned") != std::string::npos);
+  CHECK(p.out.find("child: their thread exited=1 signalled=1") != std::string::npos);
+  CHECK(p.out.find("child: queue_apc: ESRCH") != std::string::npos);
+  CHECK(p.out.find("child: wakeup reached the child=1") != std::string::npos);
+  CHECK(p.out.find("child: my mutex: before=") != std::string::npos);
   CHECK(p.out.find("child exit=0") != std::string::npos);
   CHECK(p.exit_code == 0);
 }

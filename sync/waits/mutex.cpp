@@ -22,10 +22,18 @@ mutex_object::~mutex_object() {
 }
 
 bool mutex_object::signalled_for(const thread_record& t) const noexcept {
-  return owner_ == nullptr || owner_ == &t;
+  // An owner that is gone without exiting is a parent's thread in a fork()ed child: its
+  // mutexes are abandoned there (thread_record.hpp).
+  return owner_ == nullptr || owner_ == &t || owner_->gone();
 }
 
 bool mutex_object::acquire(thread_record& t) noexcept {
+  if (owner_ && owner_ != &t && owner_->gone()) {
+    // Abandoned, as if its owner had exited. It satisfies no waiter: each of the child's
+    // waits saw it signalled on entry, and the parent's waiters never are (satisfy_waiters).
+    wake_list none;
+    free_and_satisfy(true, none);
+  }
   if (!owner_) {
     owner_ = &t;
     prev_owned_ = nullptr;

@@ -52,6 +52,14 @@ void exit_thread_record(void* owned) noexcept {
 pthread_key_t record_key() {
   // A function-local static: a wait from any static initialiser or destructor finds it made.
   static const pthread_key_t key = [] {
+    // palrt's fork handlers first: a child handler registered after them runs after them, so
+    // refresh_forking_thread() reads the child's generation.
+    pal::internal::install_fork_handlers();
+    if (const int err = ::pthread_atfork(nullptr, nullptr, &refresh_forking_thread)) {
+      throw sync_error(static_cast<std::errc>(err),
+                       "palrt waits: pthread_atfork for the thread records failed: " +
+                           std::generic_category().message(err));
+    }
     pthread_key_t k;
     if (const int err = ::pthread_key_create(&k, exit_thread_record)) {
       throw sync_error(static_cast<std::errc>(err),
@@ -79,6 +87,11 @@ record_owner& current_record_owner() {
 }
 
 }  // namespace
+
+// The child's only thread is the one that forked: it exists in the new generation.
+void refresh_forking_thread() noexcept {
+  if (record_owner* owner = current_owner) owner->record->generation_ = pal::internal::fork_stamp::now();
+}
 
 thread_record::~thread_record() = default;
 
@@ -123,7 +136,7 @@ pid_t thread_handle::tid() const {
 bool thread_handle::has_exited() const {
   auto& record = static_cast<internal::thread_record&>(object_for("thread_handle::has_exited"));
   std::lock_guard lock(internal::objects_lock());
-  return record.exited_;
+  return record.gone();
 }
 
 void queue_apc(const thread_handle& thread, std::function<void()> fn) {
@@ -131,9 +144,11 @@ void queue_apc(const thread_handle& thread, std::function<void()> fn) {
   if (!fn) throw sync_error(std::errc::invalid_argument, "queue_apc: the function is empty");
   internal::wake_list wakes;
   std::lock_guard lock(internal::objects_lock());
-  if (record.exited_) {
+  if (record.gone()) {
     throw sync_error(std::errc::no_such_process,
-                     "queue_apc: thread " + std::to_string(record.tid()) + " has exited; the APC was not queued");
+                     "queue_apc: thread " + std::to_string(record.tid()) +
+                         (record.exited_ ? " has exited" : " is the parent's, not in this fork()ed child") +
+                         "; the APC was not queued");
   }
   record.apcs_.push_back(std::move(fn));
   if (record.current_wait_ && record.current_wait_->alertable)

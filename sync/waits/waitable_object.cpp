@@ -77,6 +77,9 @@ void waitable_object::satisfy_waiters(wake_list& wakes) noexcept {
     completed = false;
     for (wait_block* b = head_; b; b = b->next) {
       waiter& w = *b->owner;
+      // A parent's thread that was waiting at fork(), seen in the child: it will never
+      // return from its wait, so it must not take what a thread of the child could.
+      if (w.thread->gone()) continue;
       if (!w.all) {
         if (!signalled_for(*w.thread)) continue;
         w.state = acquire(*w.thread) ? waiter_state::abandoned : waiter_state::signalled;

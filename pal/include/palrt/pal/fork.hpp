@@ -25,7 +25,10 @@
 //   registration lives in the address space, which the kernel copies at fork() and clears
 //   only at exec, so the child is registered as its parent was), read sections (the records
 //   of the parent's other threads are released in the child, so grace periods never wait for
-//   sections nobody will close), the thread factory, waits on palrt's waitable objects.
+//   sections nobody will close), the thread factory, waits on palrt's waitable objects (the
+//   parent's other threads count as exited: a mutex one of them owned is abandoned to the
+//   child's first wait on it, their thread handles are signalled, and a wait one of them was
+//   blocked in takes nothing from the child's threads).
 //   palrt's process-wide locks (the barrier's, the handle tables' registry, the waitable
 //   objects' lock, ...) are held across fork(): fork() waits until their holders release
 //   them, which they do within microseconds (the barrier's set-up, once per process, within a

@@ -10,6 +10,13 @@
 // record's waiters; the APCs still queued are destroyed after the lock is released (they may
 // hold anything). The main thread's record is never exited: it serves the global destructors
 // that run after main() returns, until the process ends.
+//
+// After fork(): in the child, the records of the parent's other threads belong to threads
+// that do not exist there. Such a record counts as exited (gone()): its thread handles are
+// signalled, queue_apc to it fails with ESRCH, and a mutex it owns is abandoned, taken by the
+// child's first wait on it with wait_status::abandoned, as if its owner had exited. The
+// forking thread goes on in the child: its record is stamped afresh there (the waits' own
+// pthread_atfork child handler), so what it owns stays owned.
 #pragma once
 
 #include <sys/types.h>
@@ -20,18 +27,22 @@
 #include <functional>
 #include <memory>
 
+#include "palrt/pal/internal/fork_generation.hpp"
 #include "palrt/sync/internal/waitable_object.hpp"
 
 namespace palrt::sync::internal {
 
 class mutex_object;
 
+// The waits' pthread_atfork child handler: the forking thread's record is the child's.
+void refresh_forking_thread() noexcept;
+
 class thread_record final : public waitable_object {
  public:
   explicit thread_record(pid_t tid) noexcept : tid_(tid) {}
   ~thread_record() override;
 
-  bool signalled_for(const thread_record&) const noexcept override { return exited_; }
+  bool signalled_for(const thread_record&) const noexcept override { return gone(); }
   bool acquire(thread_record&) noexcept override { return false; }
 
   pid_t tid() const noexcept { return tid_; }
@@ -48,9 +59,15 @@ class thread_record final : public waitable_object {
 
   // On the thread itself, at exit (see above).
   void exit() noexcept;
+  // Under objects_lock(): the thread exited, or is a thread of the parent in a fork()ed
+  // child (see above).
+  bool gone() const noexcept { return exited_ || generation_ != pal::internal::fork_stamp::now(); }
 
  private:
+  friend void refresh_forking_thread() noexcept;
   const pid_t tid_;
+  // The fork generation the thread is known to exist in (see above).
+  std::uint64_t generation_ = pal::internal::fork_stamp::now();
 };
 
 // The calling thread's record, made on first use, also during the thread's exit (from a
