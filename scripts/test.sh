@@ -93,12 +93,13 @@ suite_times() {
 release_options=(-Dbuildtype=release -Dstatic_runtime=true)
 # The sanitizer runtimes must be the process's first libraries, which needs the dynamic
 # libstdc++ (static_runtime=false) and shared objects with undefined sanitizer symbols
-# (b_lundef=false). Assertions stay on (b_ndebug is false). -O1 -g1: optimised enough that
+# (b_lundef=false). Assertions stay on (b_ndebug=false: palrt's default, if-release, would
+# take a plain build without debug info for a release). -O1 -g1: optimised enough that
 # the stress tests run in bounded time, and line tables only, which is all a sanitizer's
 # report needs (file:line in every frame): measured on 2 cores, the ASan+UBSan build of a
 # CLI11 translation unit takes 32 s against 74 s at debugoptimized's -O2 -g, and the whole
 # build about half as long. Sanitized code runs slower, hence the longer test timeouts.
-sanitizer_build=(-Dbuildtype=plain -Doptimization=1 -Dc_args=-g1 -Dcpp_args=-g1 -Db_lundef=false -Dstatic_runtime=false)
+sanitizer_build=(-Dbuildtype=plain -Doptimization=1 -Db_ndebug=false -Dc_args=-g1 -Dcpp_args=-g1 -Db_lundef=false -Dstatic_runtime=false)
 asan_options=("${sanitizer_build[@]}" -Db_sanitize=address,undefined)
 tsan_options=("${sanitizer_build[@]}" -Db_sanitize=thread)
 
