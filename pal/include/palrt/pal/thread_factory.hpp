@@ -4,7 +4,7 @@
 // start_thread() makes sure the process registered for membarrier before the new thread
 // exists (as musl does at its first pthread_create), so "register while single-threaded"
 // holds by construction rather than by convention. (palrt's own benchmarks reproduce the old,
-// slow orderings by turning that off: palrt/pal/internal/registration_policy.hpp.)
+// slow orderings by turning that off, through a header that is not installed.)
 //
 // Threads run on Boost.Thread, are named (visible in /proc/<pid>/task/<tid>/comm, gdb, perf;
 // at most 15 characters, longer names are cut) and can have a chosen stack size.

@@ -47,8 +47,8 @@ namespace palrt::startup {
 namespace internal {
 class phase;
 class services_access;
-// palrt's own benchmarks start runtimes in the orders palrt is measured against (never
-// installed: internal/baselines.hpp).
+// palrt's own benchmarks start runtimes in the slower orders palrt is measured against;
+// those are in palrt's source tree only, not among the installed headers.
 class runtime_access;
 enum class ordering : unsigned char;
 }  // namespace internal

@@ -61,7 +61,8 @@
 // too.
 //
 // palrt-bench measures this design beside lock-based ones with the same records, handles
-// and contracts (never installed: palrt/interop/internal/cache_design.hpp).
+// and contracts; those designs are in palrt's source tree only, not among the installed
+// headers.
 //
 // Costs, on the machine of docs/BENCHMARKS.md ("Interop identity cache"): a hit through
 // find() inside a read section ~8 ns, and two threads together ~2x one (it writes nothing
@@ -77,7 +78,8 @@
 // may end (cache, finalizer, collector and handle table destroyed) while the host still holds
 // wrappers, and a new one start in the same process: the old wrappers may then only be
 // dropped (collector.hpp), and the records' side table never touches their entries again
-// (internal/weak_object_table.hpp), so the new runtime's caches work as in a fresh process.
+// (each entry is tagged with its collector), so the new runtime's caches work as in a fresh
+// process.
 //
 // After fork() (palrt/pal/fork.hpp): in a child, a cache made before fork() is the parent's,
 // and another thread may have held one of its locks at fork(). What takes no lock works on
@@ -155,7 +157,7 @@ namespace internal {
 struct cache_state;
 class record_key;
 class identity_cache_access;
-enum class cache_design : std::uint8_t;  // the benchmark baselines (internal/cache_design.hpp)
+enum class cache_design : std::uint8_t;  // the designs palrt-bench compares (not installed)
 }  // namespace internal
 
 namespace detail {
