@@ -9,6 +9,8 @@
 //   no-membarrier     never register; the process barrier falls back to mprotect or signals.
 #pragma once
 
+#include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
+
 #include <optional>
 #include <string_view>
 
