@@ -13,8 +13,9 @@ what an install ships, never a list kept here) and compiles against that tree al
    reported by name before anything is compiled;
 2. <palrt/palrt.hpp>, the umbrella header, includes every installed header except the
    detail/ ones (it is compiled by 1);
-3. every installed C++ header compiled as C++17 stops with palrt's one-line
-   `#error "palrt needs C++20 ..."` first (palrt/pal/config.hpp), not a template error;
+3. every installed C++ header includes palrt/pal/config.hpp first, and compiled as C++17
+   stops with its one-line `#error "palrt needs C++20 ..."` first, not a template error
+   (the C headers under palrt/core/ are C, and exempt);
 4. every code example compiles, with the same warnings:
    - README.md: each ```cpp fenced block;
    - installed headers: a comment line `// Example:` starts an example, and its code is the
@@ -47,7 +48,6 @@ import concurrent.futures
 import json
 import os
 import re
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -230,6 +230,16 @@ def main():
                     problems.append(f'{source_of.get(h, h)}:{n}: installed header {h} includes {m.group(1)}, '
                                     f'which is not installed (internal/ headers never are): a host cannot compile it')
 
+        # 3a. The guard comes first in every public C++ header, so that no other header (one of
+        # palrt's, or the standard library's) can fail before it under C++17.
+        for h in installed:
+            if h.endswith('.hpp') and h != 'palrt/pal/config.hpp':
+                first = re.search(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', (staged / h).read_text(), re.M)
+                if not first or first.group(1) != 'palrt/pal/config.hpp':
+                    problems.append(f'{source_of.get(h, h)}: the first #include of {h} is '
+                                    f'{first.group(1) if first else "missing"}, not palrt/pal/config.hpp '
+                                    f'(the C++20 check every public C++ header includes first)')
+
         # 2. The umbrella names every public header.
         umbrella = staged / 'palrt' / 'palrt.hpp'
         if not umbrella.is_file():
@@ -241,18 +251,17 @@ def main():
                     problems.append(f'palrt/palrt.hpp does not include the public header {h} '
                                     f'(startup/include/palrt/palrt.hpp)')
 
-        jobs = []  # (kind, label, source text, flags, expect_guard)
+        jobs = []  # (kind: header, c++17 or example; label; source text; flags)
 
-        def add(kind, label, source, std, extra=(), expect_guard=False):
-            jobs.append((kind, label, source, ['-std=' + std, '-fsyntax-only'] + WARNINGS + list(extra) + inc,
-                         expect_guard))
+        def add(kind, label, source, std, extra=()):
+            jobs.append((kind, label, source, ['-std=' + std, '-fsyntax-only'] + WARNINGS + list(extra) + inc))
 
         for h in installed:
             add('header', h, f'#include <{h}>\n', 'c++20')
             if h.endswith('.hpp'):
                 # -Wfatal-errors: the first error is the only one, which is what a C++17 host sees
                 # first; it also keeps the check fast.
-                add('c++17', h, f'#include <{h}>\n', 'c++17', ['-Wfatal-errors'], expect_guard=True)
+                add('c++17', h, f'#include <{h}>\n', 'c++17', ['-Wfatal-errors'])
 
         snippets = readme_snippets(a.source_root / 'README.md', 'README.md')
         for h in installed:
@@ -266,16 +275,38 @@ def main():
                 problems.append(str(e))
 
         def compile_one(job):
-            kind, label, source, flags, expect_guard = job
+            kind, label, source, flags = job
             fd, path = tempfile.mkstemp(suffix='.cpp', dir=tmp)
             with os.fdopen(fd, 'w') as f:
                 f.write(source)
             r = run(a.cxx + flags + [path], cwd=tmp)
             return job, r
 
+        # Headers first: when <palrt/palrt.hpp> itself does not compile, every example fails the
+        # same way, and repeating that error once per example would only bury it.
+        results = []
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
-            for job, r in pool.map(compile_one, jobs):
-                kind, label, source, flags, expect_guard = job
+            results += pool.map(compile_one, [j for j in jobs if j[0] != 'example'])
+            umbrella_ok = any(j[0] == 'header' and j[1] == 'palrt/palrt.hpp' and r.returncode == 0
+                              for j, r in results)
+            if umbrella_ok:
+                examples = [j for j in jobs if j[0] == 'example']
+                # Every example starts with #include <palrt/palrt.hpp>: precompiled once, with
+                # the examples' flags, it saves re-parsing all of palrt for each (GCC takes
+                # palrt/palrt.hpp.gch from the first -I directory, before the header itself).
+                # Built from a file that includes the header, not from the header (its
+                # #pragma once would warn as a main file). Without it, examples just run slower.
+                pch_dir = tmp / 'pch'
+                (pch_dir / 'palrt').mkdir(parents=True)
+                (tmp / 'pch_source.hpp').write_text('#include <palrt/palrt.hpp>\n')
+                pch = run(a.cxx + [f for f in examples[0][3] if f != '-fsyntax-only'] +
+                          ['-x', 'c++-header', str(tmp / 'pch_source.hpp'),
+                           '-o', str(pch_dir / 'palrt' / 'palrt.hpp.gch')], cwd=tmp) if examples else None
+                if pch is not None and pch.returncode == 0:
+                    examples = [(k, l, src, ['-I' + str(pch_dir)] + flags) for k, l, src, flags in examples]
+                results += pool.map(compile_one, examples)
+            for job, r in results:
+                kind, label, source, flags = job
                 if kind == 'header' and r.returncode != 0:
                     missing = re.findall(r'fatal error: (palrt/[^:]+): No such file', r.stdout)
                     why = f' (it includes {", ".join(missing)}, which is not installed)' if missing else ''
@@ -292,6 +323,9 @@ def main():
                     numbered = '\n'.join(f'  {n:4} | {t}' for n, t in label['lines'])
                     problems.append(f'{label["file"]}:{label["line"]}: this example does not compile:\n{numbered}\n'
                                     f'compiler:\n{r.stdout}')
+            if not umbrella_ok:
+                problems.append('examples not compiled: each includes <palrt/palrt.hpp>, '
+                                'which does not compile (above)')
 
     counts = {k: sum(1 for j in jobs if j[0] == k) for k in ('header', 'c++17', 'example')}
     summary = (f'{counts["header"]} installed headers, {counts["c++17"]} C++17 guards, '
