@@ -4,6 +4,8 @@
 // behaviour) as the function they name.
 #pragma once
 
+#include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
+
 #include "palrt/pal/process_barrier.hpp"
 
 // palrt::pal::flush_process_write_buffers(): after it returns, every other thread of the

@@ -9,6 +9,8 @@
 // takes it). None of these throws.
 #pragma once
 
+#include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
+
 #include <cstdint>
 #include <optional>
 #include <string>

@@ -41,6 +41,8 @@
 // the current one: a relaxed load of one word.
 #pragma once
 
+#include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
+
 #include <stdexcept>
 #include <string>
 

@@ -12,6 +12,8 @@
 // None of them throws: each returns the errno it failed with.
 #pragma once
 
+#include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
+
 #include <cstdint>
 #include <string_view>
 

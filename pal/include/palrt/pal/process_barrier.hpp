@@ -75,6 +75,8 @@
 // CoreCLR's spelling, FlushProcessWriteBuffers(), is in palrt/pal/compat.hpp.
 #pragma once
 
+#include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
+
 #include <cstdint>
 #include <optional>
 #include <string_view>

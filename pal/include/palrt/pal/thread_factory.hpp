@@ -10,6 +10,8 @@
 // at most 15 characters, longer names are cut) and can have a chosen stack size.
 #pragma once
 
+#include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
+
 #include <chrono>
 #include <cstddef>
 #include <functional>

@@ -9,6 +9,8 @@
 // nobody waits for is two atomic operations and no syscall.
 #pragma once
 
+#include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 // palrt::startup::bootstrap(): start a runtime in the right order.
 //
+// Example:
 //   auto rt = palrt::startup::bootstrap();
-//   ... the host runs; rt->services() has the handle table, the collector, the finalizer
-//   ... and the sync manager ...
+//   // ... the host runs; rt->services() has the handle table, the collector, the finalizer
+//   // ... and the sync manager ...
 //   rt->shutdown();                            // or let the destructor do it
 //
 // Phases, in order, each timed (CLOCK_MONOTONIC): process barrier (membarrier registration
@@ -26,6 +27,8 @@
 // down before fork(), is that shutdown's report). Destroying it returns at once too, and its
 // services fail fast as their headers say.
 #pragma once
+
+#include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
 
 #include <atomic>
 #include <chrono>

@@ -6,6 +6,8 @@
 // at once because the shim registered first, so the shim is who took the fast path.
 #pragma once
 
+#include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
+
 #include <cstdint>
 #include <optional>
 #include <string_view>

@@ -4,6 +4,8 @@
 // path's grace period from ~16 ms into ~tens of microseconds. Read only for reports.
 #pragma once
 
+#include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
+
 #include <string>
 
 namespace palrt::startup {

@@ -61,6 +61,8 @@
 // child's own readers only.
 #pragma once
 
+#include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>

@@ -11,9 +11,10 @@
 // after a grace period, so that a thread that read a weak handle's target just before it
 // was cleared never touches freed memory (collector.hpp has the whole life cycle).
 //
+// Example:
 //   struct node : palrt::gc::object { int value = 0; };
 //   palrt::gc::ref<node> n = palrt::gc::make_object<node>(collector);
-//   palrt::gc::weak_handle<node> w(table, n);     // typed_handles.hpp
+//   palrt::gc::weak_handle<node> w(n);            // typed_handles.hpp
 //   n.reset();                                      // dead now: w.try_get() is empty
 //   collector.collect();                            // w cleared; n freed after a grace period
 //
@@ -26,6 +27,8 @@
 // compare-exchange). Counts are 32-bit: more than 4 billion references to one object is
 // undefined.
 #pragma once
+
+#include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
 
 #include <atomic>
 #include <cstddef>

@@ -6,9 +6,11 @@
 // read section that was open when it was unlinked has closed. A reader opens a section
 // around its loads and its use of what it loaded:
 //
+// Example:
 //   { palrt::gc::read_section section;
-//     void* p = handle_table::target(h);      // may be cleared and retired right now...
-//     ... use p ...                           // ...but is not freed before the section ends
+//     if (void* p = handle_table::target(h)) {  // may be cleared and retired right now...
+//       /* ... use p ... */                     // ...but is not freed before the section ends
+//     }
 //   }
 //
 // The reader's side is two plain stores to a cache line of its own thread (an epoch in,
@@ -32,6 +34,8 @@
 // section also allocates (and registers a thread_local destructor), which a handler must
 // not do.
 #pragma once
+
+#include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
 
 #include <atomic>
 #include <cstdint>

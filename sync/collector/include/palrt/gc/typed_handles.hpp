@@ -5,8 +5,11 @@
 // when destroyed. Move-only; a handle object is not synchronised (like any value type), the
 // table behind it is.
 //
+// Example:
+//   struct node : palrt::gc::object { int value = 0; };        // object.hpp
+//   ref<node> n = make_object<node>(collector);
 //   weak_handle<node> w(n);                 // weak_short by default
-//   if (ref<node> live = w.try_get()) ...   // empty once n died, even before a collection
+//   if (ref<node> live = w.try_get()) { /* ... */ }  // empty once n died, even before a collection
 //
 // strong_handle  holds a reference: its target stays alive while the handle does.
 // weak_handle    holds none. try_get() returns a reference if the target is alive, else
@@ -21,6 +24,8 @@
 //
 // Constructors throw handle_allocation_error (handle_table.hpp) and take nothing over then.
 #pragma once
+
+#include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
 
 #include <stdexcept>
 #include <utility>

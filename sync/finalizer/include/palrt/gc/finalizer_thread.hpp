@@ -38,6 +38,8 @@
 // queued for it is never finalized in the child.
 #pragma once
 
+#include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
+
 #include <chrono>
 #include <cstdint>
 #include <exception>

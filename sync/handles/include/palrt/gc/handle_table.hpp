@@ -68,6 +68,8 @@
 // per release). Otherwise a pointer into unmapped memory faults (SIGSEGV).
 #pragma once
 
+#include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
+
 #include <array>
 #include <atomic>
 #include <cstddef>

@@ -7,6 +7,8 @@
 // value type); the table it refers to is.
 #pragma once
 
+#include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
+
 #include <utility>
 
 #include "palrt/gc/handle_table.hpp"

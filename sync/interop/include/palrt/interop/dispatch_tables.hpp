@@ -8,11 +8,14 @@
 // shares (QueryInterface, AddRef, Release) followed by the interface's own methods. Building
 // those arrays depends only on the type, and is far too slow for every transition, so:
 //
+// Example:
 //   // Host data, static storage duration, identified by address:
+//   void qi(); void add_ref(); void release(); void read(); void write();  // the host's slots
+//   constexpr interface_id istream_id = interface_id::from_guid(0x0000000c, 0, 0, {0xc0, 0, 0, 0, 0, 0, 0, 0x46});
 //   const dispatch_slot unknown_slots[] = {qi, add_ref, release};
 //   const dispatch_slot stream_methods[] = {read, write};
 //   const interface_descriptor istream{istream_id, "IStream", stream_methods};
-//   const interface_descriptor* const widget_interfaces[] = {&istream, &ipersist};
+//   const interface_descriptor* const widget_interfaces[] = {&istream};  // and its others
 //   const type_descriptor widget{"Widget", unknown_slots, widget_interfaces};
 //
 //   palrt::interop::dispatch_cache dispatch(policy);   // one per wrappers instance
@@ -57,6 +60,8 @@
 // into it as long as its dispatch_cache. Vtable pointers point into the process-wide
 // tables and stay valid for the process.
 #pragma once
+
+#include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
 
 #include <array>
 #include <atomic>
@@ -125,8 +130,8 @@ struct type_dispatch_state {
 // A managed type as native code sees it: the slots every interface's vtable starts with,
 // and the interfaces. Host data, identified by address; it must stay valid and unchanged
 // for the rest of the process once palrt has seen it (static storage duration is simplest).
-// Declare it `const` and initialise the first three members only:
-//   const type_descriptor widget{"Widget", unknown_slots, widget_interfaces};
+// Declare it `const` and initialise the first three members only (`widget` in the example
+// at the top of this file).
 struct type_descriptor {
   const char* name = nullptr;
   std::span<const dispatch_slot> base_slots{};

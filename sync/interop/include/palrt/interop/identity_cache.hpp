@@ -8,8 +8,13 @@
 // asks the cache on essentially every native-to-managed transition, and those are hits, while
 // the finalizer thread removes the entries of wrappers that died. So:
 //
+// Example:
+//   struct com_proxy : palrt::gc::object, palrt::interop::wrapper_object {  // wrapper_object.hpp
+//     explicit com_proxy(const void* id) : identity(id) {}
+//     const void* identity;
+//   };
 //   palrt::interop::identity_cache cache(collector);
-//   palrt::gc::ref<com_proxy> p = cache.get_or_create<com_proxy>(native, [](const void* id) {
+//   palrt::gc::ref<com_proxy> p = cache.get_or_create<com_proxy>(native, [&](const void* id) {
 //     return palrt::gc::make_object<com_proxy>(collector, id);   // QueryInterface etc.
 //   });
 //
@@ -92,6 +97,8 @@
 // collector of the parent throws pal::forked_child_error; a cache made in the child, for a
 // collector of the child, works.
 #pragma once
+
+#include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
 
 #include <cstddef>
 #include <cstdint>

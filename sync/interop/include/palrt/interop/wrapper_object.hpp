@@ -2,8 +2,9 @@
 // palrt::interop::wrapper_object: two fields a host's wrapper type may carry so that the
 // interop caches find what they need on the object itself instead of in a side table.
 //
-//   struct com_proxy : palrt::gc::object, palrt::interop::wrapper_object { ... };
-//   struct managed_thing : palrt::gc::finalizable, palrt::interop::wrapper_object { ... };
+// Example:
+//   struct com_proxy : palrt::gc::object, palrt::interop::wrapper_object { /* ... */ };
+//   struct managed_thing : palrt::gc::finalizable, palrt::interop::wrapper_object { /* ... */ };
 //
 // It is a mixin, not an object: the host's type derives from palrt::gc::object (or
 // finalizable) as well, and the caches see the mixin through the static type they are
@@ -28,6 +29,8 @@
 // the object is dead after finalization): a dynamic_cast that fails, then a hash lookup under
 // one of the side table's shard locks, on every record_of() and outbound lookup.
 #pragma once
+
+#include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
 
 #include <atomic>
 #include <cstdint>

@@ -2,8 +2,9 @@
 // The sync manager: the worker thread a runtime's PAL needs for posted work, timers and
 // process monitoring, and the way to open process handles.
 //
-//   sync::sync_manager& m = *rt->services().sync_manager;
-//   m.post(sync::work_priority::normal, [] { ... });           // runs on the worker, later
+// Example:
+//   sync::sync_manager& m = rt->services().sync_manager();
+//   m.post(sync::work_priority::normal, [] { /* ... */ });     // runs on the worker, later
 //   int n = m.invoke(sync::work_priority::high, [] { return 42; });  // runs there, waits
 //   auto child = m.open_process(pid);  sync::wait_one(child);  child.exit_status();
 //
@@ -45,6 +46,8 @@
 // false, stop() true at once, request_stop() and wait_until_worker_running() return at once.
 // Items queued in the parent never run in the child. A manager made in the child works.
 #pragma once
+
+#include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
 
 #include <sys/types.h>
 

@@ -10,6 +10,8 @@
 // lives on the waiting caller's stack).
 #pragma once
 
+#include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
+
 #include <cstddef>
 #include <memory>
 #include <new>

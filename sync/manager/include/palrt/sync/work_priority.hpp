@@ -5,6 +5,8 @@
 // what priorities are for, so keep high for short items.
 #pragma once
 
+#include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
+
 #include <cstddef>
 #include <cstdint>
 

@@ -22,6 +22,8 @@
 // pal::managed_thread). Its owners refuse to launch it again in the child.
 #pragma once
 
+#include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
+
 #include <sys/types.h>
 
 #include <atomic>

@@ -13,6 +13,8 @@
 // thread uses that same copy); the object behind it is.
 #pragma once
 
+#include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
+
 #include <chrono>
 #include <cstddef>
 #include <memory>

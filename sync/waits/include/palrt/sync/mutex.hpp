@@ -14,6 +14,8 @@
 // Thread-safe.
 #pragma once
 
+#include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
+
 #include "palrt/sync/handle.hpp"
 
 namespace palrt::sync {

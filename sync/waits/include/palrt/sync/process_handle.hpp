@@ -16,6 +16,8 @@
 // names nothing (open_process throws ESRCH), as after any waitpid().
 #pragma once
 
+#include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
+
 #include <sys/types.h>
 
 #include "palrt/sync/handle.hpp"

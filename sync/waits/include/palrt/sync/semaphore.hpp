@@ -9,6 +9,8 @@
 // Thread-safe: any thread may release and wait at the same time.
 #pragma once
 
+#include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
+
 #include <cstdint>
 
 #include "palrt/sync/handle.hpp"

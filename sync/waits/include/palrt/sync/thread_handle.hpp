@@ -20,6 +20,8 @@
 // Thread-safe: any thread may queue APCs to any thread.
 #pragma once
 
+#include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
+
 #include <sys/types.h>
 
 #include <functional>

@@ -2,8 +2,9 @@
 // Waits: wait_one, wait_any and wait_all over palrt's waitable objects (events, semaphores,
 // mutexes, threads, processes), with monotonic timeouts, and alertable waits and sleeps.
 //
+// Example:
 //   sync::event_handle done(sync::event_reset::manual);
-//   ... another thread: done.set() ...
+//   // ... another thread: done.set() ...
 //   auto r = sync::wait_one(done, 100ms);        // r.status == wait_status::signalled
 //   auto any = sync::wait_any({done, child_process}, 1s);  // any.index: which one
 //
@@ -39,6 +40,8 @@
 // A thread's first wait may throw std::bad_alloc (its record); the first in the process
 // sync_error(EAGAIN) if no pthread key is left for the records (PTHREAD_KEYS_MAX used up).
 #pragma once
+
+#include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
 
 #include <chrono>
 #include <cstddef>

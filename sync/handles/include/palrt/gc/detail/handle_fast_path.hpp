@@ -6,6 +6,8 @@
 // its own, but only handle_table.hpp includes it.
 #pragma once
 
+#include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>

@@ -6,6 +6,8 @@
 // sync/interop/bucket_map.cpp.
 #pragma once
 
+#include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -23,13 +25,14 @@ inline std::uint64_t fibonacci_hash(const void* p) noexcept {
 }
 // The bucket of a hash, for 2^bucket_bits buckets (bucket_bits in 0..12).
 inline std::size_t bucket_of(std::uint64_t hash, unsigned bucket_bits) noexcept {
-  // A shift by 64 is undefined: one bucket takes no bits.
-  return bucket_bits == 0 ? 0 : static_cast<std::size_t>(hash >> (64 - bucket_bits));
+  // A shift by 64 is undefined: one bucket takes no bits. The result has at most
+  // bucket_bits bits, so it fits std::size_t as it is (no cast: on LP64 it would be useless).
+  return bucket_bits == 0 ? 0 : hash >> (64 - bucket_bits);
 }
 // The first slot inside a bucket's table of 2^slot_bits slots: the bits below the bucket's,
 // so keys that share a bucket do not collide again inside it.
 inline std::size_t first_slot_of(std::uint64_t hash, unsigned bucket_bits, unsigned slot_bits) noexcept {
-  return static_cast<std::size_t>((hash << bucket_bits) >> (64 - slot_bits));
+  return (hash << bucket_bits) >> (64 - slot_bits);  // slot_bits bits: fits std::size_t
 }
 
 // Keys no identity may take: empty slots (null) and tombstones (the top of the address
