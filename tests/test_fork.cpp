@@ -185,6 +185,16 @@ struct plain : gc::object {};
 
 }  // namespace
 
+// ThreadSanitizer does not support threads in a child of a multithreaded process: it still
+// counts the parent's threads, and the child's first thread reuses one's id ("dup thread"),
+// or refuses to start one ("starting new threads after multi-threaded fork is not supported").
+// The tests whose child starts threads skip under it.
+#if defined(__SANITIZE_THREAD__)
+constexpr bool under_tsan = true;
+#else
+constexpr bool under_tsan = false;
+#endif
+
 // --- Read sections -------------------------------------------------------------------------
 
 PALRT_FRESH_PROCESS(fork_grace_period_with_reader_at_fork) {
@@ -327,7 +337,7 @@ PALRT_FRESH_PROCESS(fork_waits_of_a_parent_thread) {
 }
 
 TEST_CASE("fork: in a child, a parent's thread is gone: its mutex is abandoned, its handle signalled, and its "
-          "blocked wait takes nothing; the forking thread's mutex stays its own") {
+          "blocked wait takes nothing; the forking thread's mutex stays its own" * doctest::skip(under_tsan)) {
   auto p = run_fresh("fork_waits_of_a_parent_thread");
   INFO(p.out, p.err);
   REQUIRE_FALSE(p.timed_out);
@@ -372,14 +382,6 @@ PALRT_FRESH_PROCESS(fork_bootstrap_in_child) {
   });
   return rt->shutdown().clean() ? 0 : 3;
 }
-
-// ThreadSanitizer does not support threads in a child of a multithreaded process: it still
-// counts the parent's threads, and the child's first thread reuses one's id ("dup thread").
-#if defined(__SANITIZE_THREAD__)
-constexpr bool under_tsan = true;
-#else
-constexpr bool under_tsan = false;
-#endif
 
 TEST_CASE("fork: a child may bootstrap a runtime of its own while the parent's is alive" * doctest::skip(under_tsan)) {
   auto p = run_fresh("fork_bootstrap_in_child");
@@ -647,7 +649,8 @@ PALRT_FRESH_PROCESS(fork_record_side_table_lock_held) {
   return 0;
 }
 
-TEST_CASE("fork: a child forked while another thread held a lock of the record side table uses the side table") {
+TEST_CASE("fork: a child forked while another thread held a lock of the record side table uses the side table" *
+          doctest::skip(under_tsan)) {
   auto p = run_fresh("fork_record_side_table_lock_held");
   INFO(p.out, p.err);
   REQUIRE_FALSE(p.timed_out);
