@@ -285,7 +285,8 @@ class verdict_line {
     char buf[96];
     std::snprintf(buf, sizeof buf, " %.*s %.2f%s%s", static_cast<int>(label.size()), label.data(), value, unit,
                   met ? "" : " (missed)");
-    text_ += (any_ ? "," : "") + std::string(buf);
+    if (any_) text_ += ',';
+    text_ += buf;
     any_ = true;
     all_met_ = all_met_ && met;
   }
