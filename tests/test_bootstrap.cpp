@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -151,10 +152,16 @@ namespace {
 
 // Sets /sys/kernel/rcu_expedited for the scope and restores it: the one machine setting that
 // makes a registration with threads alive as fast as the single-threaded path. Empty when it
-// cannot be written (not root, read-only sysfs).
+// cannot be written (not root, read-only sysfs). The setting is the machine's: two test runs
+// at once (two build folders' suites) would each save what the other set and leave it at 1,
+// slowing every process start on the machine after. So the override holds an exclusive lock
+// on a lock file from reading the old value until it is restored; the kernel drops the lock
+// if the process dies.
 class rcu_expedited_override {
  public:
   explicit rcu_expedited_override(char value) {
+    lock_ = ::open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (lock_ < 0 || ::flock(lock_, LOCK_EX) != 0) return;
     int fd = ::open(path, O_RDWR | O_CLOEXEC);
     if (fd < 0) return;
     char old = 0;
@@ -162,17 +169,23 @@ class rcu_expedited_override {
     ::close(fd);
   }
   ~rcu_expedited_override() {
-    if (!saved_) return;
-    int fd = ::open(path, O_WRONLY | O_CLOEXEC);
-    if (fd >= 0) {
-      (void)::write(fd, &*saved_, 1);
-      ::close(fd);
+    if (saved_) {
+      int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+      if (fd >= 0) {
+        (void)::write(fd, &*saved_, 1);
+        ::close(fd);
+      }
     }
+    if (lock_ >= 0) ::close(lock_);  // and with it the lock
   }
+  rcu_expedited_override(const rcu_expedited_override&) = delete;
+  rcu_expedited_override& operator=(const rcu_expedited_override&) = delete;
   bool active() const { return saved_.has_value(); }
 
  private:
   static constexpr const char* path = "/sys/kernel/rcu_expedited";
+  static constexpr const char* lock_path = "/tmp/palrt-test-rcu-expedited.lock";
+  int lock_ = -1;
   std::optional<char> saved_;
 };
 
