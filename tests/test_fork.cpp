@@ -273,6 +273,7 @@ TEST_CASE("fork: in a child the parent's sync manager refuses post and invoke (E
 // forking thread owns stays its own.
 PALRT_FRESH_PROCESS(fork_waits_of_a_parent_thread) {
   sync::mutex_handle theirs(sync::mutex_owner::nobody);
+  sync::mutex_handle theirs_too(sync::mutex_owner::nobody);  // for a wait_all in the child
   sync::mutex_handle mine(sync::mutex_owner::calling_thread);
   sync::event_handle wakeup(sync::event_reset::automatic);
   sync::event_handle done(sync::event_reset::manual);
@@ -281,9 +282,11 @@ PALRT_FRESH_PROCESS(fork_waits_of_a_parent_thread) {
   std::thread t([&] {
     other = sync::thread_handle::current();
     sync::wait_one(theirs);
+    sync::wait_one(theirs_too);
     owns.set();
     sync::wait_one(wakeup);  // blocked here at fork()
     sync::wait_one(done);
+    theirs_too.release();
     theirs.release();
   });
   owns.wait();
@@ -327,6 +330,22 @@ PALRT_FRESH_PROCESS(fork_waits_of_a_parent_thread) {
     c.join();
     std::printf("child: my mutex: before=%d after=%d\n", static_cast<int>(before), static_cast<int>(after));
     wrong += before != sync::wait_status::timed_out || after != sync::wait_status::signalled;
+    // A wait_all that blocks (the gate is unset) and is satisfied by the gate's set(): it
+    // takes their other mutex, abandoned, exactly once (one release frees it).
+    sync::event_handle gate(sync::event_reset::automatic);
+    sync::wait_status all = sync::wait_status::timed_out;
+    std::thread w([&] {
+      all = sync::wait_all({theirs_too, gate}, 5s).status;
+      if (all == sync::wait_status::abandoned) theirs_too.release();
+    });
+    const bool blocked = palrt::testing::eventually([&] { return sync::internal::waits_access::waiter_count(gate) == 1; });
+    gate.set();
+    w.join();
+    const sync::wait_status after_all = sync::wait_one(theirs_too, 0ns).status;
+    std::printf("child: wait_all: blocked=%d %s, then free=%d\n", blocked,
+                all == sync::wait_status::abandoned ? "abandoned" : "not abandoned",
+                after_all == sync::wait_status::signalled);
+    wrong += !blocked || all != sync::wait_status::abandoned || after_all != sync::wait_status::signalled;
     return wrong;
   });
   wakeup.set();
@@ -346,6 +365,7 @@ TEST_CASE("fork: in a child, a parent's thread is gone: its mutex is abandoned, 
   CHECK(p.out.find("child: queue_apc: ESRCH") != std::string::npos);
   CHECK(p.out.find("child: wakeup reached the child=1") != std::string::npos);
   CHECK(p.out.find("child: my mutex: before=") != std::string::npos);
+  CHECK(p.out.find("child: wait_all: blocked=1 abandoned, then free=1") != std::string::npos);
   CHECK(p.out.find("child exit=0") != std::string::npos);
   CHECK(p.exit_code == 0);
 }

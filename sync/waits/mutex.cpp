@@ -29,10 +29,11 @@ bool mutex_object::signalled_for(const thread_record& t) const noexcept {
 
 bool mutex_object::acquire(thread_record& t) noexcept {
   if (owner_ && owner_ != &t && owner_->gone()) {
-    // Abandoned, as if its owner had exited. It satisfies no waiter: each of the child's
-    // waits saw it signalled on entry, and the parent's waiters never are (satisfy_waiters).
-    wake_list none;
-    free_and_satisfy(true, none);
+    // Abandoned, as if its owner had exited, and `t` takes it now: freed without satisfying
+    // anyone (another waiter given it here would be given what `t` is taking; and this may
+    // run inside satisfy_waiters, for `t`'s own wait).
+    unlink_from_owner();
+    abandoned_ = true;
   }
   if (!owner_) {
     owner_ = &t;
@@ -55,7 +56,7 @@ bool mutex_object::release(thread_record& t, wake_list& wakes) noexcept {
 
 void mutex_object::abandon(wake_list& wakes) noexcept { free_and_satisfy(true, wakes); }
 
-void mutex_object::free_and_satisfy(bool abandoned, wake_list& wakes) noexcept {
+void mutex_object::unlink_from_owner() noexcept {
   if (prev_owned_) {
     prev_owned_->next_owned_ = next_owned_;
   } else {
@@ -65,6 +66,10 @@ void mutex_object::free_and_satisfy(bool abandoned, wake_list& wakes) noexcept {
   prev_owned_ = next_owned_ = nullptr;
   owner_ = nullptr;
   recursion_ = 0;
+}
+
+void mutex_object::free_and_satisfy(bool abandoned, wake_list& wakes) noexcept {
+  unlink_from_owner();
   abandoned_ = abandoned;
   satisfy_waiters(wakes);
 }

@@ -25,6 +25,7 @@ class mutex_object final : public waitable_object {
   mutex_object* prev_owned_ = nullptr;
 
  private:
+  void unlink_from_owner() noexcept;  // the mutex is free afterwards
   void free_and_satisfy(bool abandoned, wake_list& wakes) noexcept;
   thread_record* owner_ = nullptr;
   std::uint32_t recursion_ = 0;
