@@ -90,7 +90,7 @@ record_owner& current_record_owner() {
 
 // The child's only thread is the one that forked: it exists in the new generation.
 void refresh_forking_thread() noexcept {
-  if (record_owner* owner = current_owner) owner->record->generation_ = pal::internal::fork_stamp::now();
+  if (record_owner* owner = current_owner) owner->record->alive_in_ = pal::internal::fork_stamp();
 }
 
 thread_record::~thread_record() = default;

@@ -61,13 +61,13 @@ class thread_record final : public waitable_object {
   void exit() noexcept;
   // Under objects_lock(): the thread exited, or is a thread of the parent in a fork()ed
   // child (see above).
-  bool gone() const noexcept { return exited_ || generation_ != pal::internal::fork_stamp::now(); }
+  bool gone() const noexcept { return exited_ || alive_in_.forked(); }
 
  private:
   friend void refresh_forking_thread() noexcept;
   const pid_t tid_;
   // The fork generation the thread is known to exist in (see above).
-  std::uint64_t generation_ = pal::internal::fork_stamp::now();
+  pal::internal::fork_stamp alive_in_;
 };
 
 // The calling thread's record, made on first use, also during the thread's exit (from a
