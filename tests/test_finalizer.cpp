@@ -371,6 +371,9 @@ TEST_CASE_FIXTURE(fixture, "finalizer: a finalizer may create objects and collec
   // Each generation is queued by a collect() on the finalizer thread; wait until the last ran.
   for (int i = 0; i < 100 && finalized.load() < 6; ++i)
     REQUIRE(finalizer.wait_for_pending_finalizers(10s) == pending_finalizers::finalized);
+  // The count reaches 6 inside the last finalize(), before the thread hands that object back
+  // to the collector: wait for its batch to complete too (it was queued before this call).
+  REQUIRE(finalizer.wait_for_pending_finalizers(10s) == pending_finalizers::finalized);
   CHECK(finalized == 6);
   CHECK(created_in_finalizer == 5);
   gc.collect();
