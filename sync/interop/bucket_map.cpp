@@ -33,8 +33,9 @@
 // the entry was current, and the read section keeps its memory valid. A hit therefore
 // writes nothing but the read section's two stores to the reader's own line.
 //
-// Why a replaced table is not freed under a reader. The reclaimer (reclaim_retired(), run by
-// an inserting writer after it dropped its bucket's lock) takes two steps:
+// Why a replaced table is not freed under a reader. The reclaimer (retired_tables::reclaim()
+// in bucket_tables.cpp, run by an inserting writer after it dropped its bucket's lock) takes
+// two steps:
 //   (R1) the scan, gc::internal::oldest_reader_epoch(): the global epoch (E in
 //        reader_epoch.cpp, acquire), the process-wide barrier, the readers' epochs; it
 //        returns the smaller of the epoch E read and the oldest reader's;
@@ -49,9 +50,6 @@
 // synchronises with: before the barrier, as reader_epoch.cpp's argument requires.
 #include "palrt/interop/internal/bucket_map.hpp"
 
-#include <bit>
-#include <new>
-
 #include "palrt/interop/internal/bucket_hash.hpp"
 #include "palrt/interop/internal/cache_state.hpp"
 #include "palrt/gc/internal/grace_period.hpp"
@@ -60,47 +58,17 @@
 namespace palrt::interop::internal {
 
 namespace {
-constexpr unsigned min_slot_bits = 3;  // 8 entries, two cache lines
-constexpr unsigned max_bucket_bits = 12;
-// Replaced tables are freed once this many wait, or this many bytes (reclaim_due()).
-constexpr std::size_t reclaim_batch_tables = 16;
-constexpr std::size_t reclaim_batch_bytes = 256 * 1024;
-
-unsigned bits_for(std::size_t buckets) {
-  const std::size_t n = round_up_to_power_of_two(buckets);
-  const auto bits = static_cast<unsigned>(std::countr_zero(n));
-  return bits > max_bucket_bits ? max_bucket_bits : bits;
-}
-
 // Under the lock, into a table nobody else writes: the first empty slot on the key's path.
 void place(bucket_table* t, const void* key, gc::handle handle, std::uint64_t hash, unsigned bucket_bits) noexcept {
-  std::size_t i = first_slot_of(hash, bucket_bits, t->slot_bits);
-  while (t->entries()[i].key.load(std::memory_order_relaxed) != nullptr) i = (i + 1) & t->mask;
-  bucket_table::entry& e = t->entries()[i];
-  e.handle.store(handle, std::memory_order_relaxed);
+  bucket_table::entry& e = t->entries()[first_free_slot(*t, hash, bucket_bits)];
+  e.value.store(detail::value_of_handle(handle), std::memory_order_relaxed);
   // release (B): a reader that sees the key sees the handle stored before it.
   e.key.store(key, std::memory_order_release);
-}
-
-bucket_table* create_table(unsigned slot_bits) {
-  const std::size_t n = std::size_t{1} << slot_bits;
-  void* memory = ::operator new(sizeof(bucket_table) + n * sizeof(bucket_table::entry), std::align_val_t{alignof(bucket_table)});
-  auto* t = new (memory) bucket_table;
-  t->slot_bits = slot_bits;
-  t->mask = n - 1;
-  for (std::size_t i = 0; i < n; ++i) new (&t->entries()[i]) bucket_table::entry;
-  return t;
-}
-
-void destroy_table(bucket_table* t) noexcept {
-  if (!t) return;
-  // entry and bucket_table are trivially destructible: nothing to run.
-  ::operator delete(t, std::align_val_t{alignof(bucket_table)});
 }
 }  // namespace
 
 bucket_map::bucket_map(std::size_t buckets)
-    : bucket_bits_(bits_for(buckets)),
+    : bucket_bits_(bucket_bits_for(buckets)),
       tables_(new std::atomic<bucket_table*>[std::size_t{1} << bucket_bits_]),
       writers_(new bucket_writer[std::size_t{1} << bucket_bits_]),
       view_{bucket_bits_, tables_.get()} {
@@ -125,7 +93,7 @@ std::ptrdiff_t bucket_map::slot_of(const bucket_table* t, const void* identity, 
 bucket_table* bucket_map::make_room(std::size_t b, bucket_writer& w) {
   // relaxed: tables_[b] is written only under this bucket's lock, which we hold.
   bucket_table* t = tables_[b].load(std::memory_order_relaxed);
-  if (t && (w.used + 1) * 4 <= (t->mask + 1) * 3) return t;
+  if (t && has_room_for_one_more(*t, w.used)) return t;
 
   // Survivors: keys whose handle still has a target. An entry whose handle was cleared is
   // dead; its record removes nothing when it finds it gone, and frees its handle as usual.
@@ -134,12 +102,10 @@ bucket_table* bucket_map::make_room(std::size_t b, bucket_writer& w) {
     for (std::size_t i = 0; i <= t->mask; ++i) {
       const bucket_table::entry& e = t->entries()[i];
       const void* key = e.key.load(std::memory_order_relaxed);
-      if (key && key != tombstone() && gc::handle_table::target(e.handle.load(std::memory_order_relaxed)))
+      if (key && key != tombstone() && gc::handle_table::target(detail::handle_of_value(e.value.load(std::memory_order_relaxed))))
         ++keep;
     }
-  unsigned bits = min_slot_bits;
-  while ((std::size_t{1} << bits) < 2 * (keep + 1)) ++bits;
-  bucket_table* fresh = create_table(bits);  // may throw: nothing changed yet
+  bucket_table* fresh = create_table(slot_bits_for(keep));  // may throw: nothing changed yet
   // A collection may clear more handles meanwhile (a cleared handle never gets a target
   // back): count what is copied, at most `keep`.
   std::size_t copied = 0;
@@ -147,7 +113,7 @@ bucket_table* bucket_map::make_room(std::size_t b, bucket_writer& w) {
     for (std::size_t i = 0; i <= t->mask; ++i) {
       const bucket_table::entry& e = t->entries()[i];
       const void* key = e.key.load(std::memory_order_relaxed);
-      const gc::handle handle = e.handle.load(std::memory_order_relaxed);
+      const gc::handle handle = detail::handle_of_value(e.value.load(std::memory_order_relaxed));
       if (key && key != tombstone() && gc::handle_table::target(handle)) {
         place(fresh, key, handle, fibonacci_hash(key), bucket_bits_);
         ++copied;
@@ -159,14 +125,7 @@ bucket_table* bucket_map::make_room(std::size_t b, bucket_writer& w) {
   tables_[b].store(fresh, std::memory_order_release);
   if (t) {
     ++w.rebuilds;
-    // B'' (reader_epoch.cpp): after (A) unlinked it; a scan (R1) whose E reads this
-    // increment, or a later one, may pass it, and no earlier scan does.
-    t->retired_at = gc::internal::retire_epoch();
-    std::lock_guard<std::mutex> guard(retired_lock_);
-    t->next_retired = retired_;
-    retired_ = t;
-    ++retired_count_;
-    retired_bytes_ += sizeof(bucket_table) + (t->mask + 1) * sizeof(bucket_table::entry);
+    retired_.retire(t);
   }
   return fresh;
 }
@@ -185,12 +144,12 @@ gc::ref<gc::object> bucket_map::insert(const void* identity, attach_fn attach, v
     if (t) {
       const std::ptrdiff_t old = slot_of(t, identity, hash, bucket_bits_);
       if (old >= 0)
-        if (gc::ref<gc::object> winner = take_live_target(t->entries()[old].handle.load(std::memory_order_relaxed)))
+        if (gc::ref<gc::object> winner = take_live_target(detail::handle_of_value(t->entries()[old].value.load(std::memory_order_relaxed))))
           return winner;
     }
     const std::uint64_t rebuilds_before = w.rebuilds;
     t = make_room(b, w);  // may throw std::bad_alloc: nothing changed
-    reclaim_now = w.rebuilds != rebuilds_before && reclaim_due();
+    reclaim_now = w.rebuilds != rebuilds_before && retired_.due();
     const std::ptrdiff_t old = slot_of(t, identity, hash, bucket_bits_);  // may be gone now
     const gc::handle handle = attach(context);  // may throw: nothing changed
     if (old >= 0) {
@@ -205,7 +164,7 @@ gc::ref<gc::object> bucket_map::insert(const void* identity, attach_fn attach, v
     ++w.used;
     ++w.live;
   }
-  if (reclaim_now) reclaim_retired();  // after the lock: the barrier takes microseconds
+  if (reclaim_now) retired_.reclaim();  // after the lock: the barrier takes microseconds
   return {};
 }
 
@@ -218,45 +177,12 @@ bool bucket_map::remove(const void* identity, gc::handle handle) noexcept {
   bucket_table* t = tables_[b].load(std::memory_order_relaxed);
   if (!t) return false;
   const std::ptrdiff_t i = slot_of(t, identity, hash, bucket_bits_);
-  if (i < 0 || t->entries()[i].handle.load(std::memory_order_relaxed) != handle) return false;
+  if (i < 0 || detail::handle_of_value(t->entries()[i].value.load(std::memory_order_relaxed)) != handle) return false;
   // release: see insert(); the caller frees the handle after this returns.
   t->entries()[i].key.store(tombstone(), std::memory_order_release);
   --w.live;
   ++w.tombstones;
   return true;
-}
-
-bool bucket_map::reclaim_due() const noexcept {
-  // A grace period costs a process-wide barrier (microseconds, and an interrupt on every
-  // CPU running a thread of the process), and small buckets under churn are rebuilt every
-  // few inserts: so replaced tables are freed in batches, not one barrier per rebuild.
-  std::lock_guard<std::mutex> guard(retired_lock_);
-  return retired_count_ >= reclaim_batch_tables || retired_bytes_ >= reclaim_batch_bytes;
-}
-
-void bucket_map::reclaim_retired() {
-  // One process-wide barrier, then free what no reader can still be probing. What a reader
-  // still holds, and what was retired after the scan, is freed by a later rebuild or by
-  // close(). (R1): the scan; tables retired after it began are not below `oldest` (the top
-  // of this file).
-  const std::uint64_t oldest = gc::internal::oldest_reader_epoch();
-  // acquire: pairs with the release in identity_cache_access::watch_reclaims (the observer
-  // is built before it is published).
-  if (reclaim_observer* o = reclaim_observer_.load(std::memory_order_acquire)) [[unlikely]]
-    o->scanned();
-  std::lock_guard<std::mutex> guard(retired_lock_);
-  // (R2): the walk, over a list that may have grown since (R1).
-  for (bucket_table** link = &retired_; *link;) {
-    bucket_table* t = *link;
-    if (oldest > t->retired_at) {
-      *link = t->next_retired;
-      retired_bytes_ -= sizeof(bucket_table) + (t->mask + 1) * sizeof(bucket_table::entry);
-      destroy_table(t);
-      --retired_count_;
-    } else {
-      link = &t->next_retired;
-    }
-  }
 }
 
 void bucket_map::close() noexcept {
@@ -268,13 +194,7 @@ void bucket_map::close() noexcept {
     destroy_table(tables_[b].exchange(nullptr, std::memory_order_relaxed));
     writers_[b].used = writers_[b].live = writers_[b].tombstones = 0;
   }
-  std::lock_guard<std::mutex> guard(retired_lock_);
-  while (bucket_table* t = retired_) {
-    retired_ = t->next_retired;
-    destroy_table(t);
-  }
-  retired_count_ = 0;
-  retired_bytes_ = 0;
+  retired_.free_all();
 }
 
 map_counters bucket_map::counters() const {
@@ -287,8 +207,7 @@ map_counters bucket_map::counters() const {
     c.rebuilds += w.rebuilds;
     c.dead_replaced += w.dead_replaced;
   }
-  std::lock_guard<std::mutex> guard(retired_lock_);
-  c.retired_tables = retired_count_;
+  c.retired_tables = retired_.count();
   return c;
 }
 

@@ -31,8 +31,10 @@
 #include "palrt/gc/typed_handles.hpp"
 
 // palrt::interop: the identity cache (one wrapper per native identity, and outbound
-// wrappers), the wrapper_object mixin, and the process-wide dispatch tables (vtables).
+// wrappers), its host mode (the host's own objects as wrappers), the wrapper_object mixin,
+// and the process-wide dispatch tables (vtables).
 #include "palrt/interop/dispatch_tables.hpp"
+#include "palrt/interop/host_identity_cache.hpp"
 #include "palrt/interop/identity_cache.hpp"
 #include "palrt/interop/wrapper_object.hpp"
 

@@ -9,6 +9,8 @@
 #include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
 
 #include <atomic>
+#include <bit>
+#include <type_traits>
 #include <cstddef>
 #include <cstdint>
 
@@ -40,22 +42,33 @@ inline std::size_t first_slot_of(std::uint64_t hash, unsigned bucket_bits, unsig
 inline const void* tombstone_key() noexcept { return reinterpret_cast<const void*>(~std::uintptr_t{0}); }
 inline bool is_reserved_key(const void* p) noexcept { return reinterpret_cast<std::uintptr_t>(p) + 1 <= 1; }
 
-// One bucket's table: 2^slot_bits entries after the header. An entry's key goes empty ->
-// identity -> tombstone and never back: a slot is written once per table.
+// One bucket's table: 2^slot_bits entries after the header, shared by both modes of the
+// cache. An entry is {key, value}: for identity_cache (the embedded mode) the value is the
+// gc::handle of the wrapper's record, and a key goes empty -> identity -> tombstone and never
+// back within one table (bucket_map.cpp); for host_identity_cache the value is the host's
+// wrapper itself, and a tombstone is reused by a later insert (host_identity_map.cpp).
 struct alignas(64) bucket_table {  // a line of its own: entries start on a line boundary
   struct entry {
     std::atomic<const void*> key{nullptr};
-    std::atomic<gc::handle> handle{};
+    std::atomic<void*> value{nullptr};
   };
-  static_assert(std::atomic<gc::handle>::is_always_lock_free);
 
   unsigned slot_bits = 0;
   std::size_t mask = 0;
+  // The host mode's per-table sequence (a seqlock): odd while a writer changes entries, and
+  // odd for good once the table is replaced. Unused by the embedded mode.
+  std::atomic<std::uint64_t> seq{0};
   std::uint64_t retired_at = 0;          // the grace-period tag, once replaced
   bucket_table* next_retired = nullptr;  // link in the map's retired list
   entry* entries() noexcept { return reinterpret_cast<entry*>(this + 1); }
   const entry* entries() const noexcept { return reinterpret_cast<const entry*>(this + 1); }
 };
+static_assert(sizeof(bucket_table::entry) == 16, "two words per entry: the memory target of the host mode");
+
+// The embedded mode's value: a gc::handle is one pointer, copied as its bits.
+static_assert(sizeof(gc::handle) == sizeof(void*) && std::is_trivially_copyable_v<gc::handle>);
+inline gc::handle handle_of_value(void* value) noexcept { return std::bit_cast<gc::handle>(value); }
+inline void* value_of_handle(gc::handle h) noexcept { return std::bit_cast<void*>(h); }
 
 // What a reader needs: the bucket count and the table pointers (read-mostly).
 struct bucket_view {
@@ -80,7 +93,7 @@ inline gc::object* find_in_buckets(const bucket_view& view, const void* identity
       const void* key = e.key.load(std::memory_order_acquire);
       if (key == identity) {
         // relaxed: ordered by (B'); a slot's handle is written once, before its key.
-        const gc::handle handle = e.handle.load(std::memory_order_relaxed);
+        const gc::handle handle = handle_of_value(e.value.load(std::memory_order_relaxed));
         // (C'): handle_table::target() loads with acquire.
         auto* target = static_cast<gc::object*>(gc::handle_table::target(handle));
         // (D): relaxed, kept after (C') by its acquire: the entry is still current, so the

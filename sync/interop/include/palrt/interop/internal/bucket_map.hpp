@@ -10,25 +10,12 @@
 #include <mutex>
 
 #include "palrt/interop/detail/identity_fast_path.hpp"
+#include "palrt/interop/internal/bucket_tables.hpp"
 #include "palrt/interop/internal/entry_map.hpp"
 
 namespace palrt::interop::internal {
 
-using detail::bucket_table;
 class identity_cache_access;
-
-class identity_cache_access;
-
-// Tests' view of a reclaim (set through identity_cache_access): reclaim_retired() calls
-// scanned() after its scan of the readers and before it takes retired_lock_, the window the
-// protocol in bucket_map.cpp closes. It may block (to let other threads act in the window).
-class reclaim_observer {
- public:
-  virtual void scanned() noexcept = 0;
-
- protected:
-  ~reclaim_observer() = default;
-};
 
 class bucket_map final : public entry_map {
  public:
@@ -64,10 +51,8 @@ class bucket_map final : public entry_map {
   static std::ptrdiff_t slot_of(const bucket_table* t, const void* identity, std::uint64_t hash,
                                 unsigned bucket_bits) noexcept;
   // Under the bucket's lock: a table with room for one more key, replacing the current one
-  // if needed; the replaced one goes to retired_ (freed after a grace period).
+  // if needed; the replaced one is retired (freed after a grace period).
   bucket_table* make_room(std::size_t b, bucket_writer& w);
-  bool reclaim_due() const noexcept;
-  void reclaim_retired();
 
   const unsigned bucket_bits_;
   // The readers' only shared state: read-mostly (written when a table is replaced).
@@ -75,16 +60,7 @@ class bucket_map final : public entry_map {
   std::unique_ptr<bucket_writer[]> writers_;
   const detail::bucket_view view_;
 
-  // Replaced tables waiting for a grace period, linked through next_retired (no allocation:
-  // retiring cannot fail halfway through a rebuild).
-  mutable std::mutex retired_lock_;
-  bucket_table* retired_ = nullptr;
-  std::size_t retired_count_ = 0;
-  std::size_t retired_bytes_ = 0;
-
-  // Null but in tests; read once per reclaim (a slow path: a barrier follows).
-  std::atomic<reclaim_observer*> reclaim_observer_{nullptr};
-  friend class identity_cache_access;
+  retired_tables retired_;
 };
 
 }  // namespace palrt::interop::internal

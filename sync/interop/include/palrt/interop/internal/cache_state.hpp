@@ -58,11 +58,10 @@ class identity_cache_access {
 
   // The palrt design's map, or null for the designs it is measured against.
   static bucket_map* buckets(identity_cache& c) noexcept { return dynamic_cast<bucket_map*>(c.state_->map.get()); }
-  // From now on every reclaim_retired() of `m` calls o->scanned() between its scan and its
+  // From now on every reclaim of `m` calls o->scanned() between its scan and its
   // lock; null stops it. `o` must outlive the reclaims that may call it.
   static void watch_reclaims(bucket_map& m, reclaim_observer* o) noexcept {
-    // release: pairs with reclaim_retired()'s acquire (the observer as built).
-    m.reclaim_observer_.store(o, std::memory_order_release);
+    m.retired_.watch(o);
   }
   // The table a reader of `identity`'s bucket loads now (A' in bucket_map.cpp).
   static bucket_table* table_of(const bucket_map& m, const void* identity) noexcept {
@@ -71,12 +70,7 @@ class identity_cache_access {
   }
   // Whether `t` waits in the retired list, not freed yet. Compares addresses only, so it may
   // be asked about a table that was freed.
-  static bool is_retired(bucket_map& m, const bucket_table* t) {
-    std::lock_guard<std::mutex> guard(m.retired_lock_);
-    for (const bucket_table* r = m.retired_; r; r = r->next_retired)
-      if (r == t) return true;
-    return false;
-  }
+  static bool is_retired(bucket_map& m, const bucket_table* t) { return m.retired_.contains(t); }
   // The writer lock of the bucket `identity` falls in (palrt design), held by the caller:
   // fork tests hold it while another thread forks. Throws std::invalid_argument for the
   // other designs.

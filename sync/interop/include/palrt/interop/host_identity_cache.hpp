@@ -1,0 +1,327 @@
+// SPDX-License-Identifier: MIT
+// palrt::interop::host_identity_cache: the identity cache for a runtime with a collector of
+// its own (the host mode). Native identity pointer -> the host's wrapper object for it, where
+// the wrapper is the host's own object (an opaque pointer: a PyObject*, a Boehm-allocated
+// object, a JNI weak global) and no palrt object, record or handle stands beside it.
+//
+// Example (a host whose wrappers are reference-counted objects of its own):
+//   struct host_wrapper { std::atomic<long> count{1}; const void* native; };
+//   struct host_policy {
+//     static constexpr host_reclamation reclamation = host_reclamation::grace_period;
+//     static bool try_acquire(void* w) noexcept {    // a reference, unless it is being destroyed
+//       auto& c = static_cast<host_wrapper*>(w)->count;
+//       for (long n = c.load(); n > 0;)
+//         if (c.compare_exchange_weak(n, n + 1)) return true;
+//       return false;
+//     }
+//     static void release(void* w) noexcept { static_cast<host_wrapper*>(w)->count.fetch_sub(1); }
+//   };
+//   host_identity_cache<host_policy> cache;
+//   host_entry e = cache.get_or_create(native, [](const void* id) -> void* {
+//     return new host_wrapper{{1}, id};               // the host's factory: a new reference
+//   });
+//   // ... and where the host destroys the wrapper (its count reached zero), before it frees it:
+//   cache.erase(e.token);
+//
+// The policy (a class with static members) says how the cache treats the host's objects:
+//   static constexpr host_reclamation reclamation;   // see below
+//   static bool try_acquire(void* wrapper) noexcept; // take a reference to a wrapper the
+//                                                    // cache found, or false if it may no
+//                                                    // longer be handed out (its count is
+//                                                    // zero and it is being destroyed)
+//   static void release(void* wrapper) noexcept;     // drop the reference to a factory's
+//                                                    // wrapper that lost a race
+// CPython (under the GIL): Py_INCREF unless the count is zero / Py_DECREF. Boehm: the pointer itself is the
+// reference (true / nothing). A JVM: NewLocalRef of the weak global, non-null / DeleteLocalRef.
+// Both run with the bucket's writer lock held on a miss (grace_period): they must not call
+// into this cache.
+//
+// Reclamation, chosen by the policy:
+// - grace_period: any thread, at any time. A hit writes no shared cache line: a read section
+//   (palrt/gc/read_section.hpp, two stores to the caller's own line), the probe, and a
+//   per-table sequence read before and after it (a seqlock: a reader that overlapped a writer
+//   of its bucket probes again, or asks under the lock if the writer is still at it). Writers
+//   take their bucket's lock; a replaced table is freed after a grace period, one
+//   process-wide barrier per batch of tables.
+// - host_lock: the host serialises every call on the cache, hits included, with a lock of its
+//   own (CPython's GIL). No read section, no lock, no barrier: a hit is the hash and the probe,
+//   a replaced table is freed at once.
+//
+// Entries and tokens. The cache holds its wrappers weakly: it takes no reference, and an
+// entry lives until the host removes it, in one of two ways:
+// - synchronously, by token: insert() and get_or_create() return the entry's token, the pair
+//   (identity, wrapper), and erase(token) removes the entry only if it still maps that
+//   identity to that wrapper. A newer entry for the identity (another wrapper) is never
+//   removed by an old token. The host calls it where its wrapper dies: tp_dealloc, a
+//   finalizer, an eviction. The one rule: a wrapper's memory must not become another wrapper
+//   of the same identity before its token was erased (or its entry swept); tp_dealloc that
+//   erases before freeing, and a tracing collector that reclaims only after its sweep, keep
+//   it.
+// - by a sweep, for a tracing collector: sweep(is_alive) hands the host's liveness test the
+//   cache's wrappers in batches (one call per up to 256 wrappers, not one per entry) and
+//   removes the entries of those it finds dead. It walks only this cache's entries. Call it
+//   where the collector knows what is marked and before anything dead can be reclaimed or
+//   finalized, that is, with the weak-short sweep of palrt's handle table: Boehm's
+//   GC_EVENT_MARK_END, with the world stopped. Entries are weak-short:
+//   a wrapper found dead is gone from the cache before its finalizer runs, so a finalizer
+//   that erases its token then finds nothing; and a lookup never hands out a wrapper the
+//   collector has found dead.
+// With grace_period, sweep() takes no lock and allocates nothing, so it may run with the world
+// stopped while any thread is stopped anywhere inside the cache (a stopped writer in the middle
+// of an insert or a rebuild included: host_identity_map.cpp has the protocol). It must run
+// either with the world stopped or while no other thread uses the cache. With host_lock, it
+// runs under the host's lock like every other call.
+//
+// Slots are reused: an erased or swept entry leaves a tombstone that the next insert on its
+// probe path takes, so churn (a wrapper dropped and its identity wrapped again) writes a slot
+// and rebuilds nothing. A table is rebuilt only when keys and tombstones fill 3/4 of it;
+// the rebuild drops the tombstones and grows only if the keys need it. Memory: 16 bytes per
+// slot, 1/4 to 3/4 full.
+//
+// Misses: get_or_create() calls the factory with no lock held (it may run host code, release
+// the host's lock, and even call this cache again). When the identity was cached meanwhile,
+// the first wrapper wins: the caller gets it (acquired), and the factory's wrapper is
+// released (Policy::release). An entry whose wrapper try_acquire() refuses (being destroyed,
+// its token not erased yet) is replaced by the new wrapper.
+//
+// Identities: any pointer value but null and ~0 (all bits set), which mark empty and removed
+// slots (identity_cache.hpp, "Identities"): for them try_get() and find() return null,
+// erase() returns false, insert() and get_or_create() throw std::invalid_argument naming
+// which one it was, before calling the factory.
+//
+// Thread safety: grace_period: every member from any thread concurrently, sweep() as above.
+// host_lock: every call under the host's lock. Lifetime: the cache must outlive its use; an
+// erase() from a wrapper that dies after the cache was destroyed is undefined, so a host
+// keeps the cache alive while any wrapper it cached may still die (a module-level object the
+// wrappers hold, or one never destroyed).
+//
+// After fork() (palrt/pal/fork.hpp): host_lock takes no lock: the child's copy works as the
+// parent's did (the host's own lock is the host's business; CPython re-initialises the GIL).
+// grace_period: a cache made before fork() is the parent's in the child, and another thread
+// may have held one of its locks: hits work (a hit that would need the lock misses), sweep()
+// works; insert() and get_or_create() throw pal::forked_child_error before calling the factory,
+// erase() returns false, counters() throws pal::forked_child_error.
+//
+// Costs: not measured yet beside the hosts' own maps (pybind11's registered_instances, a plain
+// std::unordered_map, Boehm's disappearing links); the embedded mode's figures are in
+// docs/BENCHMARKS.md.
+#pragma once
+
+#include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <type_traits>
+#include <utility>
+
+#include "palrt/gc/read_section.hpp"
+#include "palrt/interop/detail/host_fast_path.hpp"
+
+namespace palrt::interop {
+
+enum class host_reclamation : std::uint8_t { grace_period, host_lock };
+
+// An entry's token: the mapping it names.
+class host_token {
+ public:
+  host_token() noexcept = default;
+  host_token(const void* identity, void* wrapper) noexcept : identity_(identity), wrapper_(wrapper) {}
+  const void* identity() const noexcept { return identity_; }
+  void* wrapper() const noexcept { return wrapper_; }
+  explicit operator bool() const noexcept { return wrapper_ != nullptr; }
+  friend bool operator==(const host_token&, const host_token&) noexcept = default;
+
+ private:
+  const void* identity_ = nullptr;
+  void* wrapper_ = nullptr;
+};
+
+// What insert() and get_or_create() return: the identity's cached wrapper (a reference the
+// caller owns: the one it passed in if `inserted`, otherwise one taken with try_acquire), and
+// that entry's token.
+struct host_entry {
+  void* wrapper = nullptr;
+  host_token token;
+  bool inserted = false;  // false: another wrapper was cached already and is returned
+};
+
+struct host_cache_options {
+  // 0: RoundUpToPowerOf2(pal::processor_count()) buckets for grace_period, 1 for host_lock
+  // (one lock serialises everything: more buckets would only cost memory); otherwise this
+  // many, rounded up to a power of two (at most 4096).
+  std::size_t buckets = 0;
+};
+
+// Relaxed snapshots, per bucket under its writer lock (grace_period).
+struct host_cache_counters {
+  std::size_t buckets = 0;
+  std::size_t entries = 0;          // cached wrappers
+  std::size_t tombstones = 0;       // removed entries whose slot waits for reuse
+  std::size_t slots = 0;            // slots of all current tables
+  std::size_t bytes = 0;            // memory of the current tables and the retired ones
+  std::uint64_t inserted = 0;       // entries made by insert() and get_or_create()
+  std::uint64_t races_lost = 0;     // inserts that found another live wrapper
+  std::uint64_t dead_replaced = 0;  // entries replaced because try_acquire refused them
+  std::uint64_t erased = 0;         // entries removed by erase()
+  std::uint64_t swept = 0;          // entries removed by sweep()
+  std::uint64_t reused_slots = 0;   // inserts that took a tombstone
+  std::uint64_t rebuilds = 0;       // tables replaced (grown or compacted)
+  std::size_t retired_tables = 0;   // replaced tables waiting for a grace period
+};
+
+namespace internal {
+struct host_map_state;
+class host_cache_access;
+}  // namespace internal
+
+namespace detail {
+
+// The policy's calls, for the out-of-line part.
+struct host_hooks {
+  bool (*try_acquire)(void* wrapper) noexcept;
+  void (*release)(void* wrapper) noexcept;
+};
+using liveness_batch_fn = void (*)(void* context, std::span<void* const> wrappers, std::span<bool> alive);
+
+// The cache without its policy: the map and its out-of-line paths (host_identity_map.cpp).
+class host_map_core {
+ public:
+  host_map_core(host_reclamation reclamation, const host_cache_options& options, host_hooks hooks);
+  host_map_core(const host_map_core&) = delete;
+  host_map_core& operator=(const host_map_core&) = delete;
+  ~host_map_core();
+
+  const bucket_view& view() const noexcept { return view_; }
+  std::size_t bucket_count() const noexcept { return std::size_t{1} << view_.bucket_bits; }
+  // `wrapper` owned by the caller; on a loss the winner, acquired (see host_entry).
+  host_entry insert(const void* identity, void* wrapper, const char* operation);
+  bool erase(host_token token) noexcept;
+  // The hit under the bucket's lock, acquired: for a reader that met a writer at work.
+  void* try_get_locked(const void* identity) const noexcept;
+  std::size_t sweep(void* context, liveness_batch_fn is_alive);
+  host_cache_counters counters() const;
+  [[noreturn]] static void throw_reserved(const char* operation, const void* identity);
+  [[noreturn]] static void throw_no_wrapper(const char* operation);
+
+ private:
+  friend class internal::host_cache_access;
+  std::unique_ptr<internal::host_map_state> state_;
+  const bucket_view view_;
+};
+
+}  // namespace detail
+
+template <class Policy>
+class host_identity_cache {
+  static_assert(std::is_same_v<std::remove_cv_t<decltype(Policy::reclamation)>, host_reclamation>,
+                "host_identity_cache<Policy>: Policy::reclamation must be a host_reclamation");
+  static_assert(noexcept(Policy::try_acquire(static_cast<void*>(nullptr))) &&
+                    std::is_same_v<decltype(Policy::try_acquire(static_cast<void*>(nullptr))), bool>,
+                "host_identity_cache<Policy>: Policy::try_acquire(void*) must be a noexcept bool function");
+  static_assert(noexcept(Policy::release(static_cast<void*>(nullptr))),
+                "host_identity_cache<Policy>: Policy::release(void*) must be noexcept");
+
+ public:
+  static constexpr host_reclamation reclamation = Policy::reclamation;
+
+  explicit host_identity_cache(host_cache_options options = {})
+      : core_(reclamation, options, detail::host_hooks{&try_acquire_hook, &release_hook}) {}
+  host_identity_cache(const host_identity_cache&) = delete;
+  host_identity_cache& operator=(const host_identity_cache&) = delete;
+
+  std::size_t bucket_count() const noexcept { return core_.bucket_count(); }
+
+  // The wrapper of `identity`, acquired (Policy::try_acquire), or null (always for null and ~0).
+  // Never calls out but to try_acquire.
+  void* try_get(const void* identity) const noexcept;
+  // The wrapper of `identity` without try_acquire, or null: valid for as long as the host
+  // keeps it (under its lock: until it releases it; a tracing host: while the pointer is
+  // reachable). grace_period: call it inside a read section (read_section.hpp), which keeps
+  // the table probed valid; a null result may also mean a writer was at work in the bucket
+  // (try_get() asks under the lock then).
+  void* find(const void* identity) const noexcept {
+    if (detail::is_reserved_key(identity)) [[unlikely]]
+      return nullptr;
+    if constexpr (reclamation == host_reclamation::host_lock) {
+      return detail::host_find_exclusive(core_.view(), identity);
+    } else {
+      void* w = detail::host_find_concurrent(core_.view(), identity);
+      return w == detail::host_writer_busy() ? nullptr : w;
+    }
+  }
+
+  // The live wrapper of `identity`; if there is none, factory(identity) makes one (returning
+  // a void* the caller owns a reference to, non-null), with no lock held, and it is cached.
+  // Throws std::invalid_argument for a null or ~0 identity, or a null result; whatever the
+  // factory throws; std::bad_alloc if a table cannot grow (the factory's wrapper is
+  // released first); in a fork()ed child (grace_period) pal::forked_child_error. Nothing was
+  // cached then.
+  template <class Factory>
+  host_entry get_or_create(const void* identity, Factory&& factory) {
+    if (void* hit = try_get(identity)) return {hit, host_token(identity, hit), false};
+    if (detail::is_reserved_key(identity)) detail::host_map_core::throw_reserved("get_or_create", identity);
+    void* made = factory(identity);
+    if (!made) detail::host_map_core::throw_no_wrapper("get_or_create");
+    host_entry e;
+    try {
+      e = core_.insert(identity, made, "get_or_create");
+    } catch (...) {
+      Policy::release(made);
+      throw;
+    }
+    if (!e.inserted) Policy::release(made);  // lost a race: the winner is returned
+    return e;
+  }
+  // Caches `wrapper` (the caller keeps its reference: the cache takes none) for `identity`,
+  // unless a live wrapper is cached for it already: that one is returned, acquired, and
+  // `wrapper` is left to the caller. Throws as get_or_create() does (no factory).
+  host_entry insert(const void* identity, void* wrapper) {
+    if (detail::is_reserved_key(identity)) detail::host_map_core::throw_reserved("insert", identity);
+    if (!wrapper) detail::host_map_core::throw_no_wrapper("insert");
+    return core_.insert(identity, wrapper, "insert");
+  }
+  // Removes the entry of token.identity() if it maps it to token.wrapper(): true if it did.
+  bool erase(host_token token) noexcept { return core_.erase(token); }
+
+  // Removes the entry of every wrapper the host's liveness test finds dead: calls
+  // is_alive(std::span<void* const> wrappers, std::span<bool> alive) with batches of the
+  // cached wrappers, which sets alive[i] for each. Returns how many it removed. When to call
+  // it: see the top of this file.
+  template <class IsAliveBatch>
+  std::size_t sweep(IsAliveBatch&& is_alive) {
+    return core_.sweep(const_cast<void*>(static_cast<const void*>(std::addressof(is_alive))),
+                       [](void* f, std::span<void* const> wrappers, std::span<bool> alive) {
+                         (*static_cast<std::remove_reference_t<IsAliveBatch>*>(f))(wrappers, alive);
+                       });
+  }
+
+  host_cache_counters counters() const { return core_.counters(); }
+
+ private:
+  friend class internal::host_cache_access;
+  static bool try_acquire_hook(void* w) noexcept { return Policy::try_acquire(w); }
+  static void release_hook(void* w) noexcept { Policy::release(w); }
+
+  detail::host_map_core core_;
+};
+
+template <class Policy>
+void* host_identity_cache<Policy>::try_get(const void* identity) const noexcept {
+  if (detail::is_reserved_key(identity)) [[unlikely]]
+    return nullptr;
+  if constexpr (reclamation == host_reclamation::host_lock) {
+    void* w = detail::host_find_exclusive(core_.view(), identity);
+    return w && Policy::try_acquire(w) ? w : nullptr;
+  } else {
+    gc::read_section section;  // the table probed stays valid until it ends
+    void* w = detail::host_find_concurrent(core_.view(), identity);
+    if (w == detail::host_writer_busy()) [[unlikely]]
+      return core_.try_get_locked(identity);
+    return w && Policy::try_acquire(w) ? w : nullptr;
+  }
+}
+
+}  // namespace palrt::interop
