@@ -78,18 +78,6 @@ bucket_map::bucket_map(std::size_t buckets)
 
 bucket_map::~bucket_map() { close(); }
 
-std::ptrdiff_t bucket_map::slot_of(const bucket_table* t, const void* identity, std::uint64_t hash,
-                                   unsigned bucket_bits) noexcept {
-  std::size_t i = first_slot_of(hash, bucket_bits, t->slot_bits);
-  for (std::size_t probes = 0; probes <= t->mask; ++probes, i = (i + 1) & t->mask) {
-    // relaxed: under the bucket's lock, which every writer of this table holds.
-    const void* key = t->entries()[i].key.load(std::memory_order_relaxed);
-    if (key == identity) return static_cast<std::ptrdiff_t>(i);
-    if (!key) return -1;
-  }
-  return -1;
-}
-
 bucket_table* bucket_map::make_room(std::size_t b, bucket_writer& w) {
   // relaxed: tables_[b] is written only under this bucket's lock, which we hold.
   bucket_table* t = tables_[b].load(std::memory_order_relaxed);
@@ -142,7 +130,7 @@ gc::ref<gc::object> bucket_map::insert(const void* identity, attach_fn attach, v
     gc::read_section section;
     bucket_table* t = tables_[b].load(std::memory_order_relaxed);
     if (t) {
-      const std::ptrdiff_t old = slot_of(t, identity, hash, bucket_bits_);
+      const std::ptrdiff_t old = slot_of(*t, identity, hash, bucket_bits_);
       if (old >= 0)
         if (gc::ref<gc::object> winner = take_live_target(detail::handle_of_value(t->entries()[old].value.load(std::memory_order_relaxed))))
           return winner;
@@ -150,7 +138,7 @@ gc::ref<gc::object> bucket_map::insert(const void* identity, attach_fn attach, v
     const std::uint64_t rebuilds_before = w.rebuilds;
     t = make_room(b, w);  // may throw std::bad_alloc: nothing changed
     reclaim_now = w.rebuilds != rebuilds_before && retired_.due();
-    const std::ptrdiff_t old = slot_of(t, identity, hash, bucket_bits_);  // may be gone now
+    const std::ptrdiff_t old = slot_of(*t, identity, hash, bucket_bits_);  // may be gone now
     const gc::handle handle = attach(context);  // may throw: nothing changed
     if (old >= 0) {
       // release: a reader that sees the tombstone is past the entry (the record frees its
@@ -176,7 +164,7 @@ bool bucket_map::remove(const void* identity, gc::handle handle) noexcept {
   if (w.closed) return false;
   bucket_table* t = tables_[b].load(std::memory_order_relaxed);
   if (!t) return false;
-  const std::ptrdiff_t i = slot_of(t, identity, hash, bucket_bits_);
+  const std::ptrdiff_t i = slot_of(*t, identity, hash, bucket_bits_);
   if (i < 0 || detail::handle_of_value(t->entries()[i].value.load(std::memory_order_relaxed)) != handle) return false;
   // release: see insert(); the caller frees the handle after this returns.
   t->entries()[i].key.store(tombstone(), std::memory_order_release);

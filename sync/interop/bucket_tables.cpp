@@ -49,6 +49,17 @@ std::size_t table_bytes(const bucket_table& t) noexcept {
   return sizeof(bucket_table) + (t.mask + 1) * sizeof(bucket_table::entry);
 }
 
+std::ptrdiff_t slot_of(const bucket_table& t, const void* key, std::uint64_t hash, unsigned bucket_bits) noexcept {
+  std::size_t i = first_slot_of(hash, bucket_bits, t.slot_bits);
+  for (std::size_t probes = 0; probes <= t.mask; ++probes, i = (i + 1) & t.mask) {
+    // relaxed: under the lock that every writer of this table holds.
+    const void* k = t.entries()[i].key.load(std::memory_order_relaxed);
+    if (k == key) return static_cast<std::ptrdiff_t>(i);
+    if (!k) return -1;
+  }
+  return -1;
+}
+
 std::size_t first_free_slot(const bucket_table& t, std::uint64_t hash, unsigned bucket_bits) noexcept {
   std::size_t i = first_slot_of(hash, bucket_bits, t.slot_bits);
   while (t.entries()[i].key.load(std::memory_order_relaxed) != nullptr) i = (i + 1) & t.mask;

@@ -69,17 +69,6 @@ void end_write(bucket_table* t) noexcept {
   t->seq.fetch_add(1, std::memory_order_release);
 }
 
-// The slot of `identity` in `t`, or -1 (under the writer's lock, or the host's).
-std::ptrdiff_t slot_of(const bucket_table& t, const void* identity, std::uint64_t hash, unsigned bits) noexcept {
-  std::size_t i = detail::first_slot_of(hash, bits, t.slot_bits);
-  for (std::size_t probes = 0; probes <= t.mask; ++probes, i = (i + 1) & t.mask) {
-    const void* key = t.entries()[i].key.load(std::memory_order_relaxed);
-    if (key == identity) return static_cast<std::ptrdiff_t>(i);
-    if (!key) return -1;
-  }
-  return -1;
-}
-
 // The slot an insert of a key not in `t` takes: the first tombstone on its path, else the
 // empty slot that ends it. `reused` says which.
 std::size_t insert_slot(const bucket_table& t, std::uint64_t hash, unsigned bits, bool& reused) noexcept {

@@ -47,9 +47,6 @@ class bucket_map final : public entry_map {
     bool closed = false;
   };
 
-  // Under the bucket's lock: the slot holding `identity` in `t`, or -1.
-  static std::ptrdiff_t slot_of(const bucket_table* t, const void* identity, std::uint64_t hash,
-                                unsigned bucket_bits) noexcept;
   // Under the bucket's lock: a table with room for one more key, replacing the current one
   // if needed; the replaced one is retired (freed after a grace period).
   bucket_table* make_room(std::size_t b, bucket_writer& w);

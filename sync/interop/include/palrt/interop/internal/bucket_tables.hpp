@@ -34,6 +34,9 @@ std::size_t table_bytes(const bucket_table& t) noexcept;
 inline bool has_room_for_one_more(const bucket_table& t, std::size_t used) noexcept {
   return (used + 1) * 4 <= (t.mask + 1) * 3;
 }
+// A writer's probe (under the lock every writer of `t` holds, or the host's): the slot holding
+// `key`, or -1.
+std::ptrdiff_t slot_of(const bucket_table& t, const void* key, std::uint64_t hash, unsigned bucket_bits) noexcept;
 // The first empty-or-matching slot of `key`'s probe sequence in a table nobody else writes.
 std::size_t first_free_slot(const bucket_table& t, std::uint64_t hash, unsigned bucket_bits) noexcept;
 

@@ -71,13 +71,8 @@ class host_cache_access {
   static void watch_rebuilds(host_map_state& s, rebuild_observer* o) noexcept {
     s.observer.store(o, std::memory_order_release);
   }
-  static void watch_reclaims(host_map_state& s, reclaim_observer* o) noexcept { s.retired.watch(o); }
   static std::size_t bucket_of(const host_map_state& s, const void* identity) noexcept {
     return detail::bucket_of(detail::fibonacci_hash(identity), s.bucket_bits);
-  }
-  // The bucket's writer lock, held by the caller (fork tests; a reader then takes the locked path).
-  static std::unique_lock<std::mutex> hold_bucket_lock(host_map_state& s, const void* identity) {
-    return std::unique_lock(s.writers[bucket_of(s, identity)].lock);
   }
   // Moves the sequence of the bucket's current table by one: the first call makes it look as
   // if a writer were inside its window (odd), the next as if it had finished (even).
