@@ -22,6 +22,9 @@ packages=(
   hyperfine                   # scripts/bench-*.sh
   strace valgrind libc6-dbg   # the startup path by hand; libc6-dbg gives valgrind libc symbols
   python3 python3-matplotlib  # scripts/startup_report.py, run with /usr/bin/python3
+  # the two real hosts of the host-GC mode (tools/hosts/): a CPython extension module, its
+  # suite run under the debug interpreter too, measured against pybind11; a host on Boehm GC
+  python3-dev python3-dbg pybind11-dev libgc-dev
 )
 
 installed() {

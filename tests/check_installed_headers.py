@@ -12,7 +12,8 @@ what an install ships, never a list kept here) and compiles against that tree al
    installed header that includes a header that is not installed (an internal/ one) is
    reported by name before anything is compiled;
 2. <palrt/palrt.hpp>, the umbrella header, includes every installed header except the
-   detail/ ones (it is compiled by 1);
+   detail/ ones and the host adapters' (palrt/<runtime>/, compiled with that runtime's
+   headers: --adapter) (it is compiled by 1);
 3. every installed C++ header includes palrt/pal/config.hpp first, and compiled as C++17
    stops with its one-line `#error "palrt needs C++20 ..."` first, not a template error
    (the C headers under palrt/core/ are C, and exempt);
@@ -204,7 +205,18 @@ def main():
     ap.add_argument('--source-root', required=True, type=Path)
     ap.add_argument('--cxx', nargs='+', required=True)
     ap.add_argument('--jobs', type=int, default=os.cpu_count() or 2)
+    # The host adapters' headers (palrt/<runtime>/) need their runtime's headers: given as
+    # RUNTIME=FLAG (repeatable), e.g. cpython=-isystem/usr/include/python3.11.
+    ap.add_argument('--adapter', action='append', default=[], metavar='RUNTIME=FLAG')
     a = ap.parse_args()
+    adapter_flags = {}
+    for spec in a.adapter:
+        runtime, _, flag = spec.partition('=')
+        adapter_flags.setdefault(f'palrt/{runtime}/', []).append(flag)
+
+    def flags_of(header):
+        return next((f for prefix, f in adapter_flags.items() if header.startswith(prefix)), [])
+
     t0 = time.monotonic()
     problems = []
 
@@ -247,7 +259,9 @@ def main():
         else:
             named = set(re.findall(r'^\s*#\s*include\s*[<"](palrt/[^>"]+)[>"]', umbrella.read_text(), re.M))
             for h in installed:
-                if h != 'palrt/palrt.hpp' and '/detail/' not in h and h not in named:
+                # An adapter's header needs its runtime's headers, which a host of palrt
+                # alone does not have: the umbrella leaves it out.
+                if h != 'palrt/palrt.hpp' and '/detail/' not in h and h not in named and not flags_of(h):
                     problems.append(f'palrt/palrt.hpp does not include the public header {h} '
                                     f'(startup/include/palrt/palrt.hpp)')
 
@@ -257,20 +271,20 @@ def main():
             jobs.append((kind, label, source, ['-std=' + std, '-fsyntax-only'] + WARNINGS + list(extra) + inc))
 
         for h in installed:
-            add('header', h, f'#include <{h}>\n', 'c++20')
+            add('header', h, f'#include <{h}>\n', 'c++20', flags_of(h))
             if h.endswith('.hpp'):
                 # -Wfatal-errors: the first error is the only one, which is what a C++17 host sees
                 # first; it also keeps the check fast.
-                add('c++17', h, f'#include <{h}>\n', 'c++17', ['-Wfatal-errors'])
+                add('c++17', h, f'#include <{h}>\n', 'c++17', ['-Wfatal-errors'] + flags_of(h))
 
         snippets = readme_snippets(a.source_root / 'README.md', 'README.md')
         for h in installed:
             if h.endswith('.hpp'):
-                snippets += header_snippets(staged / h, source_of.get(h, h))
+                snippets += [dict(sn, header=h) for sn in header_snippets(staged / h, source_of.get(h, h))]
         for sn in snippets:
             try:
                 add('example', sn, build_tu(sn), 'c++20',
-                    ['-Wno-unused-variable', '-Wno-unused-but-set-variable'])
+                    ['-Wno-unused-variable', '-Wno-unused-but-set-variable'] + flags_of(sn.get('header', '')))
             except Failure as e:
                 problems.append(str(e))
 

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# The real hosts' benchmarks (tools/hosts/): palrt inside a runtime, beside that runtime's own
+# means, all variants of a case interleaved in one run. Writes results/hosts.json
+# (palrt-bench's JSON shape, component "hosts": per row the median of the runs and each run's
+# figure) and prints the table with palrt's ratios.
+#
+#   RUNS=5 scripts/bench-hosts.sh
+#
+# Hosts: the CPython registry module (palrt_registry against pybind11_registry and
+# plain_registry: tools/hosts/cpython/bench_python.py says what each case measures).
+# Needs a release build in build/ with the hosts in it (scripts/build.sh build; the CPython
+# host is built when python3-dev is installed, as scripts/setup.sh does).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+runs=${RUNS:-5}
+if ! [[ $runs =~ ^[1-9][0-9]*$ ]]; then
+  echo "bench-hosts: RUNS must be a positive integer (got '$runs')" >&2
+  exit 2
+fi
+modules=build/tools/hosts/cpython
+python=/usr/bin/python3
+if ! ls "$modules"/palrt_registry.cpython-*.so >/dev/null 2>&1; then
+  echo "bench-hosts: $modules/palrt_registry is not built; build first (scripts/build.sh build -Dbuildtype=release; needs python3-dev)" >&2
+  exit 1
+fi
+mkdir -p results
+"$python" tools/hosts/cpython/bench_python.py --modules "$modules" --runs "$runs" --json results/hosts.json
+echo "bench-hosts: wrote results/hosts.json"

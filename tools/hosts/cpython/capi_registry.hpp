@@ -1,0 +1,294 @@
+// SPDX-License-Identifier: MIT
+// The registry module written against CPython's C API, for any map from native object to
+// wrapper (palrt_registry.cpp: palrt's identity cache; plain_registry.cpp: a
+// std::unordered_map, what a careful hand-written binding keeps). Python sees:
+//
+//   reg = <module>.Registry(n)   n native objects, index i holding value i
+//   reg.get(i)                   the wrapper of native i: the same object for as long as it
+//                                lives (made, and cached, when it has none)
+//   reg.cached(i)                that wrapper if it has one, else None; makes nothing
+//   reg.on_create                None, or a callable the factory calls with i before it makes
+//                                a wrapper (Python code inside the miss path)
+//   reg.stats()                  the map's counters, a dict
+//   reg.bench_hit(k[, seed]), reg.bench_churn(k[, seed])
+//                                native_registry.hpp's C++ loops over reg.get: ns per op
+//   w.index, w.value, w.registry the native's index and value (writable), the registry
+//   w.payload                    any object (traversed: cycles through it are collected)
+//   weakref.ref(w)               wrappers are weakly referenceable
+//
+// The Map: find(native*) (a new reference or null, no exception), get_or_create(native*, f)
+// (f() makes a wrapper: a new reference or null with an exception; same result contract),
+// forget(native*, PyObject*) (tp_dealloc), stats() (a new dict or null).
+#pragma once
+
+#include "native_registry.hpp"
+
+#include <new>
+#include <string>
+
+#include <structmember.h>
+
+namespace palrt_hosts {
+
+template <class Map>
+struct capi_module {
+  struct registry_object {
+    PyObject_HEAD
+    native_registry* natives;
+    Map* map;
+    PyObject* on_create;  // null or a callable
+  };
+  struct wrapper_object {
+    PyObject_HEAD
+    native* target;
+    registry_object* registry;  // a reference: the registry and its map outlive every wrapper
+    PyObject* payload;
+    PyObject* weakrefs;
+  };
+
+  static inline PyTypeObject* registry_type = nullptr;
+  static inline PyTypeObject* wrapper_type = nullptr;
+  static inline std::string registry_name, wrapper_name;
+
+  // ---- wrappers
+
+  static PyObject* make_wrapper(registry_object* reg, native* n) {
+    if (reg->on_create) {
+      // Held across the call: the callable may replace reg.on_create.
+      PyObject* f = Py_NewRef(reg->on_create);
+      PyObject* r = PyObject_CallFunction(f, "n", static_cast<Py_ssize_t>(n->index));
+      Py_DECREF(f);
+      if (!r) return nullptr;
+      Py_DECREF(r);
+    }
+    wrapper_object* w = PyObject_GC_New(wrapper_object, wrapper_type);
+    if (!w) return nullptr;
+    w->target = n;
+    Py_INCREF(reg);
+    w->registry = reg;
+    w->payload = nullptr;
+    w->weakrefs = nullptr;
+    PyObject_GC_Track(w);
+    return reinterpret_cast<PyObject*>(w);
+  }
+
+  static void wrapper_dealloc(PyObject* self) {
+    auto* w = reinterpret_cast<wrapper_object*>(self);
+    PyObject_GC_UnTrack(self);
+    // A chain of wrappers held through payloads is freed iteratively, not by recursion.
+    Py_TRASHCAN_BEGIN(self, wrapper_dealloc)
+    // First, while the memory is still this wrapper: a weakref callback below that asks for
+    // the native then gets a new wrapper, and nothing can find this one once it is freed.
+    w->registry->map->forget(w->target, self);
+    if (w->weakrefs) PyObject_ClearWeakRefs(self);
+    Py_CLEAR(w->payload);
+    registry_object* reg = w->registry;
+    PyTypeObject* type = Py_TYPE(self);
+    type->tp_free(self);
+    Py_DECREF(reg);
+    Py_DECREF(type);
+    Py_TRASHCAN_END
+  }
+  static int wrapper_traverse(PyObject* self, visitproc visit, void* arg) {
+    auto* w = reinterpret_cast<wrapper_object*>(self);
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(w->registry);
+    Py_VISIT(w->payload);
+    return 0;
+  }
+  static int wrapper_clear(PyObject* self) {
+    // The registry stays until tp_dealloc, which needs its map.
+    Py_CLEAR(reinterpret_cast<wrapper_object*>(self)->payload);
+    return 0;
+  }
+  static PyObject* get_index(PyObject* self, void*) {
+    return PyLong_FromSize_t(reinterpret_cast<wrapper_object*>(self)->target->index);
+  }
+  static PyObject* get_value(PyObject* self, void*) {
+    return PyLong_FromLongLong(reinterpret_cast<wrapper_object*>(self)->target->value);
+  }
+  static int set_value(PyObject* self, PyObject* v, void*) {
+    if (!v) {
+      PyErr_SetString(PyExc_AttributeError, "value cannot be deleted");
+      return -1;
+    }
+    const long long x = PyLong_AsLongLong(v);
+    if (x == -1 && PyErr_Occurred()) return -1;
+    reinterpret_cast<wrapper_object*>(self)->target->value = x;
+    return 0;
+  }
+  static PyObject* get_payload(PyObject* self, void*) {
+    PyObject* p = reinterpret_cast<wrapper_object*>(self)->payload;
+    return Py_NewRef(p ? p : Py_None);
+  }
+  static int set_payload(PyObject* self, PyObject* v, void*) {
+    Py_XSETREF(reinterpret_cast<wrapper_object*>(self)->payload, Py_XNewRef(v));
+    return 0;
+  }
+  static PyObject* get_registry(PyObject* self, void*) {
+    return Py_NewRef(reinterpret_cast<PyObject*>(reinterpret_cast<wrapper_object*>(self)->registry));
+  }
+  static PyObject* wrapper_repr(PyObject* self) {
+    auto* w = reinterpret_cast<wrapper_object*>(self);
+    return PyUnicode_FromFormat("<%s index=%zu>", wrapper_name.c_str(), w->target->index);
+  }
+
+  // ---- the registry
+
+  static native* native_at(registry_object* reg, PyObject* index) {
+    const Py_ssize_t i = PyLong_AsSsize_t(index);
+    if (i == -1 && PyErr_Occurred()) return nullptr;
+    native* n = i >= 0 ? reg->natives->at(static_cast<std::size_t>(i)) : nullptr;
+    if (!n) PyErr_Format(PyExc_IndexError, "no native object %zd (the registry has %zu)", i, reg->natives->size());
+    return n;
+  }
+  static PyObject* get_wrapper(registry_object* reg, native* n) {
+    return reg->map->get_or_create(n, [&]() -> PyObject* { return make_wrapper(reg, n); });
+  }
+  static PyObject* registry_get(PyObject* self, PyObject* index) {
+    auto* reg = reinterpret_cast<registry_object*>(self);
+    native* n = native_at(reg, index);
+    return n ? get_wrapper(reg, n) : nullptr;
+  }
+  static PyObject* registry_cached(PyObject* self, PyObject* index) {
+    auto* reg = reinterpret_cast<registry_object*>(self);
+    native* n = native_at(reg, index);
+    if (!n) return nullptr;
+    PyObject* w = reg->map->find(n);
+    return w ? w : Py_NewRef(Py_None);
+  }
+  static PyObject* registry_stats(PyObject* self, PyObject*) {
+    return reinterpret_cast<registry_object*>(self)->map->stats();
+  }
+  static PyObject* run_loop(PyObject* self, PyObject* args, loop_kind kind) {
+    auto* reg = reinterpret_cast<registry_object*>(self);
+    unsigned long long iterations = 0, seed = 1;
+    if (!parse_loop_args(args, iterations, seed)) return nullptr;
+    const double ns = measure_loop(kind, reg->natives->size(), iterations, seed, [&](std::size_t i) {
+      return get_wrapper(reg, reg->natives->at(i));
+    });
+    return ns < 0 ? nullptr : PyFloat_FromDouble(ns);
+  }
+  static PyObject* registry_bench_hit(PyObject* self, PyObject* args) { return run_loop(self, args, loop_kind::hit); }
+  static PyObject* registry_bench_churn(PyObject* self, PyObject* args) {
+    return run_loop(self, args, loop_kind::churn);
+  }
+  static Py_ssize_t registry_len(PyObject* self) {
+    return static_cast<Py_ssize_t>(reinterpret_cast<registry_object*>(self)->natives->size());
+  }
+  static PyObject* get_on_create(PyObject* self, void*) {
+    PyObject* f = reinterpret_cast<registry_object*>(self)->on_create;
+    return Py_NewRef(f ? f : Py_None);
+  }
+  static int set_on_create(PyObject* self, PyObject* v, void*) {
+    if (v == Py_None) v = nullptr;
+    if (v && !PyCallable_Check(v)) {
+      PyErr_SetString(PyExc_TypeError, "on_create must be callable or None");
+      return -1;
+    }
+    Py_XSETREF(reinterpret_cast<registry_object*>(self)->on_create, Py_XNewRef(v));
+    return 0;
+  }
+
+  static PyObject* registry_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+    static const char* keywords[] = {"n", nullptr};
+    Py_ssize_t n = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "n", const_cast<char**>(keywords), &n)) return nullptr;
+    if (n < 0) {
+      PyErr_SetString(PyExc_ValueError, "a registry holds n >= 0 native objects");
+      return nullptr;
+    }
+    auto* reg = reinterpret_cast<registry_object*>(type->tp_alloc(type, 0));
+    if (!reg) return nullptr;
+    try {
+      reg->natives = new native_registry(static_cast<std::size_t>(n));
+      reg->map = new Map();
+    } catch (const std::bad_alloc&) {
+      Py_DECREF(reg);
+      return PyErr_NoMemory();
+    }
+    return reinterpret_cast<PyObject*>(reg);
+  }
+  static void registry_dealloc(PyObject* self) {
+    auto* reg = reinterpret_cast<registry_object*>(self);
+    PyObject_GC_UnTrack(self);
+    Py_CLEAR(reg->on_create);
+    delete reg->map;  // every wrapper is gone: each held a reference to the registry
+    delete reg->natives;
+    PyTypeObject* type = Py_TYPE(self);
+    type->tp_free(self);
+    Py_DECREF(type);
+  }
+  static int registry_traverse(PyObject* self, visitproc visit, void* arg) {
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(reinterpret_cast<registry_object*>(self)->on_create);
+    return 0;
+  }
+  static int registry_clear(PyObject* self) {
+    Py_CLEAR(reinterpret_cast<registry_object*>(self)->on_create);
+    return 0;
+  }
+
+  // ---- the module
+
+  static PyObject* create(PyModuleDef* def, const char* variant) {
+    static PyGetSetDef wrapper_getset[] = {
+        {"index", get_index, nullptr, "the native object's index", nullptr},
+        {"value", get_value, set_value, "the native object's value", nullptr},
+        {"payload", get_payload, set_payload, "any object, held by the wrapper", nullptr},
+        {"registry", get_registry, nullptr, "the registry of the native object", nullptr},
+        {nullptr, nullptr, nullptr, nullptr, nullptr}};
+    static PyMemberDef wrapper_members[] = {
+        {"__weaklistoffset__", T_PYSSIZET, offsetof(wrapper_object, weakrefs), READONLY, nullptr},
+        {nullptr, 0, 0, 0, nullptr}};
+    static PyType_Slot wrapper_slots[] = {
+        {Py_tp_dealloc, reinterpret_cast<void*>(wrapper_dealloc)},
+        {Py_tp_traverse, reinterpret_cast<void*>(wrapper_traverse)},
+        {Py_tp_clear, reinterpret_cast<void*>(wrapper_clear)},
+        {Py_tp_getset, wrapper_getset},
+        {Py_tp_members, wrapper_members},
+        {Py_tp_repr, reinterpret_cast<void*>(wrapper_repr)},
+        {0, nullptr}};
+    static PyMethodDef registry_methods[] = {
+        {"get", registry_get, METH_O, "the wrapper of native i (made if it has none)"},
+        {"cached", registry_cached, METH_O, "the wrapper of native i, or None; makes nothing"},
+        {"stats", registry_stats, METH_NOARGS, "the map's counters"},
+        {"bench_hit", registry_bench_hit, METH_VARARGS, "ns per get() of a held wrapper, in a C++ loop"},
+        {"bench_churn", registry_bench_churn, METH_VARARGS, "ns per wrapper dropped and made again, in a C++ loop"},
+        {nullptr, nullptr, 0, nullptr}};
+    static PyGetSetDef registry_getset[] = {
+        {"on_create", get_on_create, set_on_create, "called with i before a wrapper is made", nullptr},
+        {nullptr, nullptr, nullptr, nullptr, nullptr}};
+    static PyType_Slot registry_slots[] = {
+        {Py_tp_new, reinterpret_cast<void*>(registry_new)},
+        {Py_tp_dealloc, reinterpret_cast<void*>(registry_dealloc)},
+        {Py_tp_traverse, reinterpret_cast<void*>(registry_traverse)},
+        {Py_tp_clear, reinterpret_cast<void*>(registry_clear)},
+        {Py_tp_methods, registry_methods},
+        {Py_tp_getset, registry_getset},
+        {Py_mp_length, reinterpret_cast<void*>(registry_len)},
+        {0, nullptr}};
+
+    registry_name = std::string(def->m_name) + ".Registry";
+    wrapper_name = std::string(def->m_name) + ".Native";
+    static PyType_Spec wrapper_spec = {wrapper_name.c_str(), sizeof(wrapper_object), 0,
+                                       Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+                                       wrapper_slots};
+    static PyType_Spec registry_spec = {registry_name.c_str(), sizeof(registry_object), 0,
+                                        Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, registry_slots};
+    PyObject* module = PyModule_Create(def);
+    if (!module) return nullptr;
+    wrapper_type = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&wrapper_spec));
+    registry_type = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&registry_spec));
+    if (!wrapper_type || !registry_type ||
+        PyModule_AddObjectRef(module, "Native", reinterpret_cast<PyObject*>(wrapper_type)) < 0 ||
+        PyModule_AddObjectRef(module, "Registry", reinterpret_cast<PyObject*>(registry_type)) < 0 ||
+        PyModule_AddStringConstant(module, "variant", variant) < 0) {
+      Py_DECREF(module);
+      return nullptr;
+    }
+    return module;
+  }
+};
+
+}  // namespace palrt_hosts
