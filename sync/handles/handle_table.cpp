@@ -28,6 +28,7 @@
 #include "palrt/gc/internal/handle_block.hpp"
 #include "palrt/pal/fork.hpp"
 #include "palrt/gc/internal/handle_table_access.hpp"
+#include "palrt/pal/internal/futex.hpp"
 
 #if !defined(NDEBUG) || defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define PALRT_HANDLE_CHECKS 1
@@ -128,9 +129,8 @@ handle_block* new_block(internal::handle_table_state& state, const handle_table*
   for (auto& slot : block->slots) slot.store(detail::free_slot_marker(), std::memory_order_relaxed);
   if (PALRT_HANDLE_CHECKS) {
     std::lock_guard lock(state.all_blocks_lock);
-    auto& all = state.all_blocks;
     try {
-      all.insert(std::upper_bound(all.begin(), all.end(), block), block);
+      state.all_blocks.insert(block);
     } catch (...) {
       std::free(secondaries);
       std::free(memory);
@@ -283,12 +283,9 @@ void handle_table::release_collector(const void* owner) noexcept {
   const auto address = reinterpret_cast<std::uintptr_t>(h.slot_);
   handle_block* block = handle_block::of(h.slot_);
   if (address % alignof(std::atomic<void*>) != 0) misuse(operation, h.slot_, "not a handle of this table (misaligned)");
-  // Not in a fork()ed child (the lock may be held for good there): the checks below remain.
-  if (PALRT_HANDLE_CHECKS && !state_->made.forked()) {
-    std::lock_guard lock(state_->all_blocks_lock);
-    if (!std::binary_search(state_->all_blocks.begin(), state_->all_blocks.end(), block))
-      misuse(operation, h.slot_, "not a handle of this table");
-  }
+  // No lock (block_set.hpp): with the world stopped a stopped thread may hold the inserters'.
+  if (PALRT_HANDLE_CHECKS && !state_->all_blocks.contains(block))
+    misuse(operation, h.slot_, "not a handle of this table");
   if (block->magic != detail::handle_block_magic || block->owner != this)
     misuse(operation, h.slot_, "not a handle of this table");
   if (address - reinterpret_cast<std::uintptr_t>(block) < detail::handle_block_header_bytes)
@@ -449,6 +446,112 @@ std::size_t handle_table::promote(void* is_alive, predicate_fn alive, void* mark
   return count;
 }
 
+std::size_t handle_table::sweep_batched(handle_kind kind, void* is_alive, batch_fn alive, void* on_cleared,
+                                        cleared_fn cleared) {
+  if (kind == handle_kind::strong || static_cast<std::size_t>(kind) >= handle_kind_count)
+    throw std::invalid_argument("palrt: handle_table::sweep_weak_batched: only weak and dependent handles are swept");
+  void* const marker = detail::free_slot_marker();
+  std::size_t count = 0;
+  // On the stack: no allocation, so it may run with the world stopped.
+  void* targets[sweep_batch];
+  bool live[sweep_batch];
+  handle_block* blocks[sweep_batch];
+  std::uint16_t indices[sweep_batch];
+  std::size_t n = 0;
+  auto flush = [&] {
+    alive(is_alive, std::span<void* const>(targets, n), std::span<bool>(live, n));
+    for (std::size_t j = 0; j < n; ++j) {
+      if (live[j]) continue;
+      std::atomic<void*>& slot = blocks[j]->slots[indices[j]];
+      // As in sweep(): the secondary first, then the compare-exchange against the target read.
+      void* secondary = blocks[j]->secondaries ? blocks[j]->secondaries[indices[j]].load(std::memory_order_acquire)
+                                               : nullptr;
+      void* target = targets[j];
+      if (!slot.compare_exchange_strong(target, nullptr, std::memory_order_acq_rel, std::memory_order_relaxed))
+        continue;
+      ++count;
+      if (cleared) cleared(on_cleared, targets[j], secondary);
+    }
+    n = 0;
+  };
+  for_each_used_slot(state_->kinds[static_cast<std::size_t>(kind)], [&](handle_block* block, std::size_t i) {
+    void* target = block->slots[i].load(std::memory_order_acquire);
+    if (!target || target == marker) return;
+    targets[n] = target;
+    live[n] = true;  // a test that sets nothing keeps everything
+    blocks[n] = block;
+    indices[n] = static_cast<std::uint16_t>(i);
+    if (++n == sweep_batch) flush();
+  });
+  if (n) flush();
+  return count;
+}
+
+void handle_table::visit_slots(handle_kind kind, void* visit, slot_fn fn) const {
+  if (static_cast<std::size_t>(kind) >= handle_kind_count)
+    throw std::invalid_argument("palrt: handle_table::for_each_slot: unknown handle kind");
+  void* const marker = detail::free_slot_marker();
+  for_each_used_slot(state_->kinds[static_cast<std::size_t>(kind)], [&](handle_block* block, std::size_t i) {
+    if (block->slots[i].load(std::memory_order_acquire) == marker) return;
+    fn(visit, handle_slot(&block->slots[i], block->secondaries ? &block->secondaries[i] : nullptr));
+  });
+}
+
+namespace {
+// Its address names a thread for the read gate: the closer reads through its own gate.
+thread_local const char gate_thread = 0;
+}  // namespace
+
+void handle_table::close_tracking_reads() noexcept {
+  const std::uint32_t g = gate_.load(std::memory_order_relaxed);
+  if (g & 1) misuse("close_tracking_reads", nullptr, "the gate is closed already (two collections at once?)");
+  gate_closer_.store(&gate_thread, std::memory_order_relaxed);
+  // seq_cst: a reader's gate loads around its slot read see this before any sweep's clear.
+  gate_.store(g + 1, std::memory_order_seq_cst);
+}
+
+void handle_table::open_tracking_reads() noexcept {
+  const std::uint32_t g = gate_.load(std::memory_order_relaxed);
+  if (!(g & 1)) misuse("open_tracking_reads", nullptr, "the gate is not closed");
+  gate_closer_.store(nullptr, std::memory_order_relaxed);
+  // seq_cst, then the waiters' count: a waiter counts itself (seq_cst) before its last look at
+  // the gate, so either it sees the gate open or this sees it waiting, and wakes it.
+  // release (in seq_cst): the sweeps before are visible to a reader that sees the gate open.
+  gate_.store(g + 1, std::memory_order_seq_cst);
+  if (gate_waiters_.load(std::memory_order_seq_cst) > 0) pal::internal::futex_wake(gate_, INT32_MAX);
+}
+
+void* handle_table::gated_read_slow(const std::atomic<void*>& slot, const std::atomic<void*>* primary) const noexcept {
+  void* const marker = detail::free_slot_marker();
+  auto read = [&]() -> void* {
+    if (primary) {
+      void* p = primary->load(std::memory_order_acquire);
+      if (!p || p == marker) return nullptr;
+    }
+    return slot.load(std::memory_order_acquire);
+  };
+  for (;;) {
+    const std::uint32_t g = gate_.load(std::memory_order_acquire);
+    if (g & 1) {
+      if (gate_closer_.load(std::memory_order_relaxed) == &gate_thread) return read();
+      gate_waiters_.fetch_add(1, std::memory_order_seq_cst);
+      if (gate_.load(std::memory_order_seq_cst) == g) pal::internal::futex_wait(gate_, g);
+      gate_waiters_.fetch_sub(1, std::memory_order_relaxed);
+      continue;
+    }
+    void* t = read();
+    if (auto hook = state_->gated_read_hook) [[unlikely]]
+      hook(state_->gated_read_hook_context);
+    // acquire loads above: this load comes after them.
+    if (gate_.load(std::memory_order_relaxed) == g) return t;
+  }
+}
+
+void* handle_table::gated_secondary(handle h) const noexcept {
+  handle_block* block = block_of(h, "gated_secondary");
+  return block->secondaries ? gated_read_slow(block->secondaries[block->index_of(h.slot_)], h.slot_) : nullptr;
+}
+
 handle_counters handle_table::counters() const {
   handle_counters c;
   void* const marker = detail::free_slot_marker();
@@ -481,6 +584,19 @@ std::size_t handle_table_access::cached_free_slots(const handle_table& table, ha
 }
 
 std::size_t handle_table_access::slots_per_block() noexcept { return handle_block_slots; }
+
+std::unique_lock<std::mutex> handle_table_access::hold_all_blocks_lock(handle_table& table) {
+  return std::unique_lock(table.state_->all_blocks_lock);
+}
+
+std::uint32_t handle_table_access::gate_waiters(const handle_table& table) noexcept {
+  return table.gate_waiters_.load(std::memory_order_seq_cst);
+}
+
+void handle_table_access::set_gated_read_hook(handle_table& table, void (*hook)(void*), void* context) noexcept {
+  table.state_->gated_read_hook_context = context;
+  table.state_->gated_read_hook = hook;
+}
 
 std::unique_lock<std::mutex> handle_table_access::hold_kind_lock(handle_table& table, handle_kind kind) {
   return std::unique_lock(table.state_->kinds[static_cast<std::size_t>(kind)].lock);

@@ -20,11 +20,36 @@
 // A host GC's mark phase calls the table in this order (CoreCLR's order):
 //   1. mark from the roots, for_each_strong() among them; then promote_dependents() until it
 //      returns 0, marking from each secondary it reports;
-//   2. sweep_weak(weak_short, is_alive);
+//   2. close_tracking_reads() (the read gate, below), then sweep_weak(weak_short, is_alive);
 //   3. the finalization scan: dead finalizable objects are kept for the finalizer and marked
 //      from (then promote_dependents() again until 0);
-//   4. sweep_weak(weak_long, is_alive) and sweep_weak(dependent, is_alive).
-// palrt's embedded collector (collector.hpp) follows this order with reference counts.
+//   4. sweep_weak(weak_long, is_alive) and sweep_weak(dependent, is_alive), then
+//      open_tracking_reads().
+// palrt's embedded collector (collector.hpp) follows this order with reference counts. Every
+// sweep has a batched form (sweep_weak_batched: the liveness test called once per up to 256
+// targets). A moving collector visits the slots of each kind and relocates their targets
+// (for_each_slot, handle_slot::relocate).
+//
+// With the world stopped (a host that suspends its mutators to mark or sweep: Boehm at
+// GC_EVENT_MARK_END, a JVM at a safepoint), a stopped thread may be anywhere in the table,
+// holding any of its locks. These calls take no lock, allocate nothing and may be made then,
+// in every build (a checked build's handle checks included): target, set_target, secondary,
+// set_secondary, kind, sweep_weak, sweep_weak_batched, for_each_strong, promote_dependents,
+// for_each_slot and handle_slot's members, close_tracking_reads, open_tracking_reads,
+// gated_target and gated_secondary (from the thread that closed the gate), counters (walks
+// every block). Never then: allocate() (a refill takes its kind's lock and may allocate a
+// block) and release() (a full cache returns slots into a shared structure and a thread's
+// first release allocates its cache); the host queues what it would allocate or release and
+// does it once the world runs again.
+//
+// The read rule, for weak_long and dependent targets: between the end of a host's mark and
+// its weak_long and dependent sweeps, a dead target is still in its slot, and a mutator that
+// reads it holds an object the collector is about to reclaim (with Boehm, that window is open
+// with the world running: the world restarts after the mark, the sweeps come at
+// GC_EVENT_RECLAIM_END). The gate closes it: a gated read (gated_target, gated_secondary)
+// waits while the gate is closed, and returns what the sweeps left. target() is the raw read,
+// right for strong and weak_short handles (cleared before the world runs again) and for code
+// that knows no collection is in progress.
 //
 // Memory: slots live in 1 KiB blocks aligned to their size, 120 slots each, one kind per
 // block, so a handle finds its block (kind, owner, bitmask) by masking its address. A block's
@@ -52,8 +77,8 @@
 // allocate() that the calling thread's cache of free slots can serve works (the forking
 // thread keeps its caches); one that needs the table's blocks throws pal::forked_child_error.
 // The rest takes no lock and works on the child's copy: target, set_target, the secondaries,
-// kind, release, the sweeps, for_each_strong, promote_dependents, counters (a checked build's
-// release skips its lookup in the list of blocks there). Destroying it works as anywhere.
+// kind, release, the sweeps, for_each_strong, promote_dependents, for_each_slot, the gate,
+// counters. Destroying it works as anywhere.
 //
 // Misuse: releasing a handle twice, or releasing (or reading the kind of) a pointer that is
 // not a handle of this table, prints one line to stderr naming the problem and aborts (a
@@ -63,7 +88,7 @@
 // writes anyway (no measurable cost). Checked builds (the caller's translation unit or palrt
 // compiled without NDEBUG, or with ASan/TSan) release out of line with an atomic exchange, so
 // two racing releases of one handle are caught too (~2x the cost of a pair), and palrt's own
-// checked build also looks the block up in the table's list of blocks under a lock before
+// checked build also looks the block up in a lock-free set of the table's blocks before
 // touching it, so that a wild pointer is reported instead of faulting (tens of nanoseconds
 // per release). Otherwise a pointer into unmapped memory faults (SIGSEGV).
 #pragma once
@@ -76,6 +101,7 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <span>
 #include <string>
 #include <type_traits>
 
@@ -106,6 +132,7 @@ class handle {
 
  private:
   friend class handle_table;
+  friend class handle_slot;
   friend class internal::handle_table_access;
   explicit handle(std::atomic<void*>* slot) noexcept : slot_(slot) {}
   std::atomic<void*>* slot_ = nullptr;
@@ -128,6 +155,30 @@ struct handle_counters {
   std::array<std::size_t, handle_kind_count> handles{};
   std::size_t blocks = 0;  // blocks of all kinds
   std::size_t bytes = 0;   // memory held by blocks (and dependent blocks' secondaries)
+};
+
+// One slot as a moving collector sees it (handle_table::for_each_slot): valid during the
+// visit it is passed to.
+class handle_slot {
+ public:
+  gc::handle as_handle() const noexcept;
+  void* target() const noexcept { return slot_->load(std::memory_order_acquire); }
+  // Replaces `from` with `to` if the slot still holds `from` (release): true if it did.
+  bool relocate(void* from, void* to) const noexcept {
+    return slot_->compare_exchange_strong(from, to, std::memory_order_release, std::memory_order_relaxed);
+  }
+  // A dependent handle's secondary (null for the other kinds), and its relocation.
+  void* secondary() const noexcept { return secondary_ ? secondary_->load(std::memory_order_acquire) : nullptr; }
+  bool relocate_secondary(void* from, void* to) const noexcept {
+    return secondary_ && secondary_->compare_exchange_strong(from, to, std::memory_order_release,
+                                                             std::memory_order_relaxed);
+  }
+
+ private:
+  friend class handle_table;
+  handle_slot(std::atomic<void*>* slot, std::atomic<void*>* secondary) noexcept : slot_(slot), secondary_(secondary) {}
+  std::atomic<void*>* slot_;
+  std::atomic<void*>* secondary_;
 };
 
 class handle_table {
@@ -169,7 +220,8 @@ class handle_table {
   // The handle's kind, from its block. Aborts on a pointer that is no handle of this table.
   handle_kind kind(handle h) const noexcept;
 
-  // --- The host GC's interface (order: see the top of this file) ---
+  // --- The host GC's interface (order, and what may run with the world stopped: see the
+  // top of this file) ---
 
   // Clears every handle of the weak or dependent kind `kind` whose target is not alive:
   // calls is_alive(target) for each non-null target, and for each one it clears, calls
@@ -186,6 +238,20 @@ class handle_table {
   std::size_t sweep_weak(handle_kind kind, IsAlive&& is_alive) {
     return sweep(kind, erase(is_alive), &call_predicate<std::remove_reference_t<IsAlive>>, nullptr, nullptr);
   }
+  // The same with the liveness test called once per batch of up to sweep_batch targets:
+  // is_alive(std::span<void* const> targets, std::span<bool> alive) sets alive[i] for each.
+  // For a host whose test is out of line (a call into the collector per object would
+  // dominate the sweep; a batch lets it prefetch, or look its mark bits up in one go).
+  static constexpr std::size_t sweep_batch = 256;
+  template <class IsAliveBatch, class OnCleared>
+  std::size_t sweep_weak_batched(handle_kind kind, IsAliveBatch&& is_alive, OnCleared&& on_cleared) {
+    return sweep_batched(kind, erase(is_alive), &call_batch<std::remove_reference_t<IsAliveBatch>>,
+                         erase(on_cleared), &call_cleared<std::remove_reference_t<OnCleared>>);
+  }
+  template <class IsAliveBatch>
+  std::size_t sweep_weak_batched(handle_kind kind, IsAliveBatch&& is_alive) {
+    return sweep_batched(kind, erase(is_alive), &call_batch<std::remove_reference_t<IsAliveBatch>>, nullptr, nullptr);
+  }
   // Calls visit(target) for every non-null target of a strong handle.
   template <class Visit>
   void for_each_strong(Visit&& visit) const {
@@ -198,6 +264,34 @@ class handle_table {
     return promote(erase(is_alive), &call_predicate<std::remove_reference_t<IsAlive>>, erase(mark),
                    &call_visit<std::remove_reference_t<Mark>>);
   }
+
+  // For a moving collector: calls visit(slot) with a handle_slot for every handle of `kind`
+  // (each allocated and not released when the walk reaches it), through which the collector
+  // reads the target and, having moved it, relocates it (compare-and-swap: a slot released
+  // or retargeted meanwhile is left alone). With the world stopped, or under the host's own
+  // rule that keeps mutators off the slots it moves.
+  template <class Visit>
+  void for_each_slot(handle_kind kind, Visit&& visit) const {
+    visit_slots(kind, erase(visit), &call_slot<std::remove_reference_t<Visit>>);
+  }
+
+  // The read rule for weak_long and dependent handles while a collection is in progress
+  // (the gate). Between the end of a host's mark and its weak_long/dependent sweeps, a
+  // target the collector found dead is still in its slot, and a mutator that reads it then
+  // holds an object about to be reclaimed. The host closes the gate when its mark ends (with
+  // the world stopped, before any mutator runs again) and opens it after those sweeps; a
+  // gated read waits while the gate is closed, and a read that overlapped a close reads again.
+  // The thread that closed the gate (the collector) reads through it. Outside collections a
+  // gated read is two loads of a read-mostly line beside the slot's. target() stays the raw
+  // read, for code that knows no collection runs (strong and weak_short handles need no gate:
+  // a weak_short target is cleared with the world stopped).
+  void close_tracking_reads() noexcept;
+  void open_tracking_reads() noexcept;
+  void* gated_target(handle h) const noexcept;
+  // A dependent handle's secondary under the same rule (checked as secondary() is), and null
+  // once its primary was cleared: the secondary of a dead primary is the host's to reclaim
+  // (sweep_weak reported it), not a mutator's to read.
+  void* gated_secondary(handle h) const noexcept;
 
   // One collector sweeps a table. Two would race: each clears the handles of the objects it
   // finds dead, by its own rules, while the other walks the same blocks. A collector claims
@@ -218,6 +312,8 @@ class handle_table {
   using predicate_fn = bool (*)(void*, void*);
   using visit_fn = void (*)(void*, void*);
   using cleared_fn = void (*)(void*, void*, void*);
+  using batch_fn = void (*)(void*, std::span<void* const>, std::span<bool>);
+  using slot_fn = void (*)(void*, handle_slot);
   // The callbacks are passed as an address and a typed trampoline, so the walks stay out of
   // line without std::function (no allocation, no copy of the callable).
   template <class F>
@@ -230,7 +326,18 @@ class handle_table {
   static void call_cleared(void* f, void* target, void* secondary) {
     (*static_cast<F*>(f))(target, secondary);
   }
+  template <class F>
+  static void call_batch(void* f, std::span<void* const> targets, std::span<bool> alive) {
+    (*static_cast<F*>(f))(targets, alive);
+  }
+  template <class F>
+  static void call_slot(void* f, handle_slot slot) { (*static_cast<F*>(f))(slot); }
   std::size_t sweep(handle_kind kind, void* is_alive, predicate_fn, void* on_cleared, cleared_fn);
+  std::size_t sweep_batched(handle_kind kind, void* is_alive, batch_fn, void* on_cleared, cleared_fn);
+  void visit_slots(handle_kind kind, void* visit, slot_fn) const;
+  // `slot` under the gate; with `primary`, null unless the primary holds a target then too.
+  [[gnu::noinline]] void* gated_read_slow(const std::atomic<void*>& slot,
+                                          const std::atomic<void*>* primary = nullptr) const noexcept;
   void visit_strong(void* visit, visit_fn) const;
   std::size_t promote(void* is_alive, predicate_fn, void* mark, visit_fn) const;
 
@@ -241,6 +348,10 @@ class handle_table {
   void* release_slow(handle h) noexcept;
 
   const std::uint64_t serial_;  // unique per table for the life of the process
+  // The read gate: even while open, odd while closed (close and open each add one).
+  mutable std::atomic<std::uint32_t> gate_{0};
+  mutable std::atomic<std::uint32_t> gate_waiters_{0};
+  std::atomic<const void*> gate_closer_{nullptr};  // the closing thread's marker
   std::unique_ptr<internal::handle_table_state> state_;
 };
 
@@ -255,6 +366,20 @@ class handle_table {
 #define PALRT_HANDLE_INLINE_FAST_PATH 1
 #endif
 #endif
+
+inline handle handle_slot::as_handle() const noexcept { return handle(slot_); }
+
+inline void* handle_table::gated_target(handle h) const noexcept {
+  // A seqlock reader: the gate open before and unchanged after the slot's read means the read
+  // happened outside any window between a mark and the sweeps that follow it.
+  const std::uint32_t g = gate_.load(std::memory_order_acquire);
+  if (!(g & 1)) [[likely]] {
+    void* t = h.slot_->load(std::memory_order_acquire);
+    if (gate_.load(std::memory_order_relaxed) == g) [[likely]]
+      return t;
+  }
+  return gated_read_slow(*h.slot_);
+}
 
 inline handle handle_table::allocate(handle_kind kind, void* target, void* secondary) {
   if (PALRT_HANDLE_INLINE_FAST_PATH && kind < handle_kind::dependent && !secondary) {

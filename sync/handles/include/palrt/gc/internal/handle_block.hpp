@@ -11,6 +11,7 @@
 #include <mutex>
 #include <vector>
 
+#include "palrt/gc/internal/block_set.hpp"
 #include "palrt/pal/internal/fork_generation.hpp"
 #include "palrt/gc/handle_table.hpp"  // with detail/handle_fast_path.hpp
 
@@ -43,9 +44,13 @@ struct handle_kind_state {
 
 struct handle_table_state {
   handle_kind_state kinds[handle_kind_count];
-  // Every block of the table, sorted, for the checked builds' membership test.
-  mutable std::mutex all_blocks_lock;
-  std::vector<const handle_block*> all_blocks;
+  // Every block of the table, for the checked builds' membership test: inserted under the
+  // lock, read with none (block_set.hpp).
+  std::mutex all_blocks_lock;
+  block_set all_blocks;
+  // Test hook (handle_table_access::set_gated_read_hook).
+  void (*gated_read_hook)(void*) = nullptr;
+  void* gated_read_hook_context = nullptr;
   // Test hook: the next n block allocations fail as if memory were exhausted.
   std::atomic<int> failing_allocations{0};
   // The collector that sweeps the table (claim_for_collector), or null.

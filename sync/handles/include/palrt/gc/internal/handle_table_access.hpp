@@ -22,6 +22,13 @@ class handle_table_access {
   // The lock of `kind` in `table` (refills and growth take it), held by the caller: fork
   // tests hold it while another thread forks.
   static std::unique_lock<std::mutex> hold_kind_lock(handle_table& table, handle_kind kind);
+  // The lock that block growth takes to record a new block (a stopped thread may hold it).
+  static std::unique_lock<std::mutex> hold_all_blocks_lock(handle_table& table);
+  // Threads waiting in a gated read for the gate to open.
+  static std::uint32_t gate_waiters(const handle_table& table) noexcept;
+  // Called by the out-of-line gated read (gated_secondary) between its reads and its second
+  // look at the gate: a test closes the gate there. Set it while no gated read runs.
+  static void set_gated_read_hook(handle_table& table, void (*hook)(void*), void* context) noexcept;
 };
 
 }  // namespace palrt::gc::internal
