@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <mutex>
 
 #include "palrt/pal/internal/fork_generation.hpp"
 #include "palrt/pal/internal/registration_policy.hpp"
@@ -27,6 +28,10 @@ std::atomic<registration_policy> policy{registration_policy::before_first_thread
 // Fault injection (tests): starts left before the injected failure, and its errno.
 std::atomic<int> fault_countdown{-1};
 std::atomic<int> fault_error{0};
+
+// The host's hooks (set_thread_hooks), read by each start under the lock.
+std::mutex hooks_lock;
+thread_hooks hooks;
 
 int injected_failure() noexcept {
   if (fault_error.load(std::memory_order_relaxed) == 0) return 0;
@@ -49,6 +54,13 @@ void ensure_registration_for_thread_start() {
 }
 
 }  // namespace
+
+thread_hooks set_thread_hooks(const thread_hooks& replacement) noexcept {
+  std::lock_guard lock(hooks_lock);
+  thread_hooks old = hooks;
+  hooks = replacement;
+  return old;
+}
 
 registration_policy internal::set_registration_policy(registration_policy p) noexcept {
   return policy.exchange(p, std::memory_order_relaxed);
@@ -142,15 +154,27 @@ managed_thread start_thread(const thread_options& options, std::function<void()>
   result.name_ = options.name.substr(0, 15);  // the kernel keeps 15 characters plus NUL
   boost::thread::attributes attributes;
   if (options.stack_size) attributes.set_stack_size(options.stack_size);
+  thread_hooks started_with;
+  {
+    std::lock_guard lock(hooks_lock);
+    started_with = hooks;
+  }
   try {
     result.impl_->thread = boost::thread(
-        attributes, [name = result.name_, finished = result.impl_->finished, body = std::move(body)] {
+        attributes, [name = result.name_, finished = result.impl_->finished, body = std::move(body), started_with] {
           // Named from inside: no race with a thread that exits before its creator names it.
           pthread_setname_np(pthread_self(), name.c_str());
           struct signal_on_exit {
             wake_event& event;
-            ~signal_on_exit() { event.set(); }
-          } guard{*finished};
+            const thread_hooks& hooks;
+            // The exit hook first: a joiner that wakes on the event sees the thread gone from
+            // the host's collector too.
+            ~signal_on_exit() {
+              if (hooks.on_exit) hooks.on_exit(hooks.context);
+              event.set();
+            }
+          } guard{*finished, started_with};
+          if (started_with.on_start) started_with.on_start(started_with.context);
           body();
         });
   } catch (const boost::system::system_error& e) {

@@ -8,8 +8,12 @@
 #include <atomic>
 #include <cerrno>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "palrt/pal/internal/thread_factory_access.hpp"
 #include "palrt/pal/membarrier.hpp"
@@ -204,4 +208,58 @@ TEST_CASE("thread factory: RLIMIT_NPROC makes the kernel refuse the thread; the 
   INFO(child.out, child.err);
   REQUIRE(child.exit_code == 0);
   CHECK(child.out.find("error=" + std::to_string(EAGAIN) + " name=probe") != std::string::npos);
+}
+
+namespace {
+
+// What the hooks saw, per thread (tid), in order: "start", then the body's "body", "exit".
+struct hook_log {
+  std::mutex lock;
+  std::vector<std::pair<long, std::string>> events;
+  void add(const char* what) {
+    std::lock_guard g(lock);
+    events.emplace_back(static_cast<long>(::syscall(SYS_gettid)), what);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("thread factory: a host's start and exit hooks run on each new thread around its body") {
+  hook_log a, b;
+  auto start = [](void* log) noexcept { static_cast<hook_log*>(log)->add("start"); };
+  auto exit = [](void* log) noexcept { static_cast<hook_log*>(log)->add("exit"); };
+  const pal::thread_hooks before = pal::set_thread_hooks({start, exit, &a});
+  std::vector<pal::managed_thread> threads;
+  for (int i = 0; i < 3; ++i) threads.push_back(pal::start_thread({"hooked"}, [&a] { a.add("body"); }));
+  // A thread started with a's hooks keeps them when they are replaced while it runs.
+  pal::wake_event replaced, go;
+  pal::managed_thread straddling = pal::start_thread({"straddling"}, [&] {
+    replaced.wait();
+    a.add("body");
+  });
+  const pal::thread_hooks previous = pal::set_thread_hooks({start, exit, &b});
+  CHECK(previous.context == &a);
+  replaced.set();
+  pal::managed_thread later = pal::start_thread({"later"}, [&b] { b.add("body"); });
+  for (auto& t : threads) t.join();
+  straddling.join();
+  later.join();
+  pal::set_thread_hooks(before);
+
+  std::map<long, std::vector<std::string>> by_thread;
+  for (auto& [tid, what] : a.events) by_thread[tid].push_back(what);
+  CHECK(by_thread.size() == 4);
+  for (auto& [tid, seen] : by_thread) {
+    CAPTURE(tid);
+    CHECK(seen == std::vector<std::string>{"start", "body", "exit"});
+  }
+  REQUIRE(b.events.size() == 3);
+  CHECK(b.events[0].second == "start");
+  CHECK(b.events[1].second == "body");
+  CHECK(b.events[2].second == "exit");
+  // Removed: a thread started now runs no hook.
+  const std::size_t logged = a.events.size() + b.events.size();
+  pal::managed_thread bare = pal::start_thread({"bare"}, [] {});
+  bare.join();
+  CHECK(a.events.size() + b.events.size() == logged);
 }

@@ -78,6 +78,24 @@ class managed_thread {
   std::string name_;
 };
 
+// A host's hooks on palrt's own threads (the finalizer, the sync manager's worker, every
+// thread start_thread() makes): on_start runs on the new thread before its body, on_exit on
+// it after the body returned, each with `context`. For a host collector that must know every
+// thread that may hold its objects: Boehm's GC_register_my_thread / GC_unregister_my_thread,
+// a JVM's AttachCurrentThread / DetachCurrentThread. A thread keeps the hooks it started with,
+// so each on_exit pairs with its own on_start.
+//
+// Set them before palrt starts its services (before bootstrap(), or before the first
+// service thread): a thread already running was started without them, and says nothing.
+// set_thread_hooks() returns the hooks it replaced; {} removes them. The hooks must not
+// throw (they are noexcept) and must not start or join palrt threads.
+struct thread_hooks {
+  void (*on_start)(void* context) noexcept = nullptr;
+  void (*on_exit)(void* context) noexcept = nullptr;
+  void* context = nullptr;
+};
+thread_hooks set_thread_hooks(const thread_hooks& hooks) noexcept;
+
 // Starts `body` on a new thread. Throws thread_start_error (nothing was started), or
 // barrier_error if the registration the policy requires cannot be set up (nothing was
 // started either). An exception escaping `body` terminates the process, as with std::thread:
