@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
+#include <stdexcept>
 
 #include "palrt/core/clock.h"
 #include "palrt/pal/fork.hpp"
@@ -19,12 +21,22 @@ namespace internal {
 // What the finalizer thread uses, co-owned by the thread (through its work function) and by
 // the finalizer_thread object: a detached thread keeps it alive.
 struct finalizer_shared {
-  finalizer_shared(std::shared_ptr<collector_state> c, finalizer_options o)
-      : collector(std::move(c)), options(std::move(o)) {
+  finalizer_shared(std::shared_ptr<collector_state> c, host_finalization_source h, finalizer_options o)
+      : collector(std::move(c)), host(h), options(std::move(o)) {
     if (options.batch == 0) options.batch = 1;
   }
+  // One of the two: palrt's collector, or a host's queue.
   const std::shared_ptr<collector_state> collector;
+  const host_finalization_source host;
   finalizer_options options;
+  // A host queue's drains: wait_for_pending_finalizers() and signal_work() each raise
+  // `requested`; a drain that found the queue empty publishes the `requested` it read before
+  // its last, empty, call as `completed`.
+  std::atomic<std::uint64_t> host_requested{0};
+  std::mutex host_lock;
+  std::condition_variable host_done;
+  std::uint64_t host_completed = 0;  // under host_lock
+  bool host_serving = false;         // under host_lock: the thread runs (waiters give up if not)
   // In a fork()ed child the thread is its parent's and does not exist: every entry point
   // returns at once there, before it takes a lock (finalizer_thread.hpp, "After fork()").
   const pal::internal::fork_stamp made;
@@ -40,6 +52,8 @@ struct finalizer_shared {
   bool reported_one = false;
 
   void drain(const std::atomic<bool>& stop);
+  void drain_host(const std::atomic<bool>& stop);
+  void set_host_serving(bool serving);
   void report_progress(collector_state::chain_ref& finished, std::size_t n);
   void record(std::exception_ptr error);
 };
@@ -93,6 +107,44 @@ void finalizer_shared::drain(const std::atomic<bool>& stop) {
   }
 }
 
+void finalizer_shared::drain_host(const std::atomic<bool>& stop) {
+  current_finalizer = this;
+  while (!stop.load(std::memory_order_acquire)) {
+    // acquire: pairs with the raise in wait/signal (what the host queued before it is seen by
+    // the run_ready() below, which the host's own queue lock orders in any case).
+    const std::uint64_t seen = host_requested.load(std::memory_order_acquire);
+    const std::int64_t start = palrt_monotonic_ns();
+    running_since_ns.store(start, std::memory_order_relaxed);
+    std::size_t ran = 0;
+    bool threw = false;
+    try {
+      ran = host.run_ready(host.context);
+    } catch (...) {
+      threw = true;
+      record(std::current_exception());
+    }
+    const std::int64_t took = palrt_monotonic_ns() - start;
+    running_since_ns.store(0, std::memory_order_relaxed);
+    if (took > longest_ns.load(std::memory_order_relaxed)) longest_ns.store(took, std::memory_order_relaxed);
+    finalized.fetch_add(ran, std::memory_order_relaxed);
+    if (ran > 0 || threw) continue;  // more may be ready: run_ready() again until it finds none
+    {
+      std::lock_guard lock(host_lock);
+      host_completed = std::max(host_completed, seen);
+    }
+    host_done.notify_all();
+    if (host_requested.load(std::memory_order_acquire) == seen) break;  // nothing asked since
+  }
+}
+
+void finalizer_shared::set_host_serving(bool serving) {
+  {
+    std::lock_guard lock(host_lock);
+    host_serving = serving;
+  }
+  host_done.notify_all();
+}
+
 void finalizer_shared::report_progress(collector_state::chain_ref& finished, std::size_t n) {
   finalization_access::hand_back(*collector, finished);
   finalized.fetch_add(n, std::memory_order_relaxed);
@@ -136,9 +188,22 @@ std::shared_ptr<internal::collector_state> collector_of_this_process(collector& 
 }  // namespace
 
 finalizer_thread::finalizer_thread(collector& c, finalizer_options options)
-    : shared_(std::make_shared<internal::finalizer_shared>(collector_of_this_process(c), std::move(options))),
+    : shared_(std::make_shared<internal::finalizer_shared>(collector_of_this_process(c), host_finalization_source{},
+                                                           std::move(options))),
       thread_("palrt-finalizer",
               [shared = shared_](const std::atomic<bool>& stop) { shared->drain(stop); }) {}
+
+namespace {
+host_finalization_source checked(host_finalization_source source) {
+  if (!source.run_ready) throw std::invalid_argument("palrt: finalizer_thread: a host_finalization_source needs run_ready");
+  return source;
+}
+}  // namespace
+
+finalizer_thread::finalizer_thread(host_finalization_source source, finalizer_options options)
+    : shared_(std::make_shared<internal::finalizer_shared>(nullptr, checked(source), std::move(options))),
+      thread_("palrt-finalizer",
+              [shared = shared_](const std::atomic<bool>& stop) { shared->drain_host(stop); }) {}
 
 finalizer_thread::~finalizer_thread() { stop(); }
 
@@ -152,6 +217,11 @@ void finalizer_thread::launch() {
   std::lock_guard lock(lifecycle_mutex_);
   if (thread_.started()) return;
   thread_.launch();
+  if (!shared_->collector) {
+    shared_->set_host_serving(true);
+    thread_.wake();  // what the host readied before the thread existed
+    return;
+  }
   // The queue wakes the thread under its own lock, so clearing the consumer (request_stop)
   // guarantees no wake-up is in flight when the thread is relaunched or destroyed.
   internal::finalization_queue& queue = shared_->collector->finalization;
@@ -167,13 +237,39 @@ void finalizer_thread::wait_until_running() {
 
 void finalizer_thread::signal_work() noexcept {
   if (shared_->made.forked()) return;
+  if (!shared_->collector) shared_->host_requested.fetch_add(1, std::memory_order_release);
   std::lock_guard lock(lifecycle_mutex_);
   thread_.wake();
 }
 
+namespace {
+std::chrono::steady_clock::time_point deadline_after(std::chrono::nanoseconds timeout) {
+  const auto now = std::chrono::steady_clock::now();
+  return timeout >= std::chrono::steady_clock::time_point::max() - now
+             ? std::chrono::steady_clock::time_point::max()
+             : now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout);
+}
+}  // namespace
+
 pending_finalizers finalizer_thread::wait_for_pending_finalizers(std::chrono::nanoseconds timeout) {
   if (shared_->made.forked()) return pending_finalizers::not_running;
   if (internal::current_finalizer == shared_.get()) return pending_finalizers::finalized;
+  if (!shared_->collector) {
+    internal::finalizer_shared& s = *shared_;
+    std::uint64_t target;
+    {
+      std::lock_guard lock(lifecycle_mutex_);
+      if (!thread_.started()) return pending_finalizers::not_running;
+      // release: pairs with the drain's acquire; the drain that reads it starts after this.
+      target = s.host_requested.fetch_add(1, std::memory_order_release) + 1;
+      thread_.wake();
+    }
+    std::unique_lock lock(s.host_lock);
+    const bool done = s.host_done.wait_until(lock, deadline_after(timeout),
+                                             [&] { return s.host_completed >= target || !s.host_serving; });
+    if (s.host_completed >= target) return pending_finalizers::finalized;
+    return done ? pending_finalizers::not_running : pending_finalizers::timed_out;
+  }
   internal::finalization_queue& queue = shared_->collector->finalization;
   {
     std::lock_guard lock(lifecycle_mutex_);
@@ -189,24 +285,25 @@ pending_finalizers finalizer_thread::wait_for_pending_finalizers(std::chrono::na
     if (queue.completed() >= target) return pending_finalizers::finalized;
     sched_yield();
   }
-  const auto now = std::chrono::steady_clock::now();
-  const auto deadline = timeout >= std::chrono::steady_clock::time_point::max() - now
-                            ? std::chrono::steady_clock::time_point::max()
-                            : now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout);
-  if (queue.wait_until_completed(target, deadline)) return pending_finalizers::finalized;
+  if (queue.wait_until_completed(target, deadline_after(timeout))) return pending_finalizers::finalized;
   return queue.has_consumer() ? pending_finalizers::timed_out : pending_finalizers::not_running;
 }
 
 void finalizer_thread::request_stop() noexcept {
   if (shared_->made.forked()) return;
   std::lock_guard lock(lifecycle_mutex_);
-  shared_->collector->finalization.clear_consumer();
+  if (shared_->collector) shared_->collector->finalization.clear_consumer();
   thread_.request_stop();
 }
 
 bool finalizer_thread::stop(std::chrono::nanoseconds timeout) {
   if (shared_->made.forked()) return true;  // no thread of it in this process
   std::lock_guard lock(lifecycle_mutex_);
+  if (!shared_->collector) {
+    const bool joined = thread_.stop(timeout);
+    shared_->set_host_serving(false);  // waiters return not_running
+    return joined;
+  }
   internal::finalization_queue& queue = shared_->collector->finalization;
   queue.clear_consumer();
   const bool started = thread_.started();
@@ -221,7 +318,7 @@ finalizer_counters finalizer_thread::counters() const {
   c.finalized = s.finalized.load(std::memory_order_relaxed);
   c.exceptions = s.exceptions.load(std::memory_order_relaxed);
   c.resurrected = s.resurrected.load(std::memory_order_relaxed);
-  c.pending = s.collector->finalization.enqueued() - s.collector->finalization.completed();
+  c.pending = s.collector ? s.collector->finalization.enqueued() - s.collector->finalization.completed() : 0;
   c.left_at_stop = s.left_at_stop.load(std::memory_order_relaxed);
   c.longest_finalizer_ns = s.longest_ns.load(std::memory_order_relaxed);
   const std::int64_t since = s.running_since_ns.load(std::memory_order_relaxed);

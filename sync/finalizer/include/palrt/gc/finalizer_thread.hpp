@@ -25,6 +25,10 @@
 // it uses alive, and finishes on its own if the finalizer ever returns. The counters show
 // the longest finalizer so far and the one running now, so a stuck one is visible.
 //
+// A host's own finalization queue (a collector of its own: Boehm, a JVM) is served the same
+// way: a finalizer_thread made from a host_finalization_source runs the host's ready
+// finalizers on this thread instead of palrt's collector's (see host_finalization_source).
+//
 // The bootstrap starts it through pal's thread factory, after membarrier registration.
 // Thread-safe: every member may be called from any thread; the lifecycle calls are
 // serialised by one lock.
@@ -79,6 +83,22 @@ struct finalizer_counters {
   std::string last_exception;        // what() of the last one (or a description)
 };
 
+// A host collector's queue of ready finalizers, served by a finalizer_thread.
+// run_ready(context) runs, on the finalizer thread, the finalizers the host has ready and
+// returns how many it ran (Boehm: GC_invoke_finalizers(), with GC_set_finalize_on_demand(1));
+// the thread calls it until it returns 0. The host calls signal_work() when finalizers
+// become ready (Boehm: from GC_set_finalizer_notifier's callback). What run_ready throws is
+// contained as a finalizer's exception is (counted, on_exception), and the thread calls it
+// again. wait_for_pending_finalizers() returns once run_ready() returned 0 in a drain that
+// began after the call: every finalizer the host had ready before the call has run. Counted
+// per call of run_ready (longest_finalizer_ns, running_finalizer_ns), finalized by its
+// results; `pending` and `left_at_stop` stay 0: the queue, and what is left in it, is the
+// host's (without a running thread the host runs them itself, as it would without palrt).
+struct host_finalization_source {
+  std::size_t (*run_ready)(void* context) = nullptr;
+  void* context = nullptr;
+};
+
 enum class pending_finalizers {
   finalized,    // every object queued before the call has been finalized
   timed_out,
@@ -88,6 +108,9 @@ enum class pending_finalizers {
 class finalizer_thread {
  public:
   explicit finalizer_thread(collector& c, finalizer_options options = {});
+  // A finalizer thread for a host's own queue (above). Throws std::invalid_argument for a
+  // null run_ready.
+  explicit finalizer_thread(host_finalization_source source, finalizer_options options = {});
   // Stops the thread (default timeout) if it runs.
   ~finalizer_thread();
 
@@ -100,8 +123,8 @@ class finalizer_thread {
   void launch();
   void wait_until_running();
 
-  // Wakes the thread to drain the queue (collect() does this itself). Does nothing before
-  // the first start.
+  // Wakes the thread to drain the queue (collect() does this itself; a host source's
+  // notifier calls it). Does nothing before the first start.
   void signal_work() noexcept;
 
   // See the top of the file. `timeout` bounds the wait (not_running is returned at once).
