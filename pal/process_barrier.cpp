@@ -19,6 +19,12 @@
 #include "palrt/core/membarrier_registration.h"
 #include "palrt/core/thread_census.h"
 
+#include "palrt/pal/internal/process_copies.hpp"
+
+// The process barrier is the state two copies of palrt would each keep: this links the note
+// and the check for another copy (process_copies.cpp) into every copy that has one.
+[[gnu::used]] static const char* const palrt_copy_anchor = &palrt::pal::internal::this_copy;
+
 namespace palrt::pal {
 namespace {
 

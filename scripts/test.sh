@@ -158,6 +158,16 @@ consumers() {
       bash -c 'c++ -std=c++20 examples/host/host.cpp -o "$1/pkgconfig-host" $(pkg-config --static --cflags --libs palrt) &&
                "$1/pkgconfig-host"' _ "$stage"
   }
+  # The same host on libpalrt.so (palrt-shared.pc), found at run time in the staged libdir.
+  shared_host() {
+    local pcdir
+    pcdir=$(find "$stage/root" -name palrt-shared.pc -printf '%h\n' | head -n 1)
+    [ -n "$pcdir" ] || { echo "test.sh: the install has no palrt-shared.pc" >&2; return 1; }
+    PKG_CONFIG_SYSROOT_DIR="$stage/root" PKG_CONFIG_PATH="$pcdir" \
+      bash -c 'c++ -std=c++20 examples/host/host.cpp -o "$1/shared-host" $(pkg-config --cflags --libs palrt-shared) &&
+               LD_LIBRARY_PATH="$2" "$1/shared-host" &&
+               LD_LIBRARY_PATH="$2" ldd "$1/shared-host" | grep -q "libpalrt.so.0 => $2/"' _ "$stage" "$(dirname "$pcdir")"
+  }
   cmake_host() {
     local package
     package=$(find "$stage/root" -name palrtConfig.cmake -printf '%h\n' | head -n 1)
@@ -173,12 +183,13 @@ consumers() {
   }
   if ! { consumer_step "install" install_palrt &&
          consumer_step "pkg-config host" pkgconfig_host &&
+         consumer_step "pkg-config host on libpalrt.so" shared_host &&
          consumer_step "CMake host" cmake_host &&
          consumer_step "subproject host" subproject_host; }; then
     results+=("FAIL  consumers: $step failed ($(elapsed $started))")
     return 1
   fi
-  results+=("PASS  consumers: install, pkg-config, CMake, subproject ($(elapsed $started))")
+  results+=("PASS  consumers: install, pkg-config (static and shared), CMake, subproject ($(elapsed $started))")
 }
 
 for s in "${steps[@]}"; do

@@ -17,6 +17,7 @@
 #include "palrt/pal/fork.hpp"
 #include "palrt/pal/membarrier.hpp"
 #include "palrt/pal/process_barrier.hpp"
+#include "palrt/pal/process_copies.hpp"
 #include "palrt/pal/thread_factory.hpp"
 #include "palrt/pal/wake_event.hpp"
 
