@@ -317,9 +317,9 @@ TEST_CASE("stop: queued work is cancelled and counted; a waiting invoke throws E
   m.post(work_priority::normal, [&] { ran.fetch_add(1); });
   m.post_after(1h, work_priority::normal, [&] { ran.fetch_add(1); });
   int invoke_error = 0;
-  const std::uint64_t queued_before = sync_manager_access::items_queued(m);
+  const std::uint64_t queued_before = sync_manager_access::items_waiting(m);
   std::thread caller([&] { invoke_error = error_of([&] { m.invoke(work_priority::low, [&] { ran.fetch_add(1); }); }); });
-  REQUIRE(eventually([&] { return sync_manager_access::items_queued(m) == queued_before + 1; }));  // it waits
+  REQUIRE(eventually([&] { return sync_manager_access::items_waiting(m) == queued_before + 1; }));  // it waits
   m.request_stop();
   gate.release();
   CHECK(m.stop(2s));
