@@ -98,8 +98,11 @@ class work_ticket {
 
 class sync_manager {
  public:
-  // The longest a waiter spins before it parks (see "Spinning" above).
-  static constexpr std::chrono::microseconds max_spin{20};
+  // The longest a waiter spins before it parks (see "Spinning" above). Longer than a futex
+  // wake-up of an idle vCPU on the virtual machines palrt is measured on (tens of
+  // microseconds, docs/BENCHMARKS.md): a bound below that could never learn to catch a partner
+  // that had to be woken, and back-to-back calls would settle into two wake-ups per call.
+  static constexpr std::chrono::microseconds max_spin{100};
 
   sync_manager();
   sync_manager(const sync_manager&) = delete;

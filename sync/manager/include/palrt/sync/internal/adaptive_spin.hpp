@@ -13,6 +13,9 @@
 // long (twice, for margin) would have avoided the park, so the budget moves there; if it took
 // longer, spinning did not help and the budget halves. A waiter whose partner answers fast
 // spins up to the bound; one whose partner sleeps drops to min_ns of spinning per wait.
+// For this to recover from a cold start (both sides parked, each wait a partner's wake-up),
+// the bound must be longer than a wake-up: then the long wait still counts as "spinning would
+// have caught it", the next spin covers the partner's wake-up, and the round trips turn hot.
 //
 // Not thread-safe: one per waiter (the worker's loop, each invoke context).
 #pragma once
