@@ -93,7 +93,7 @@ class work_ticket {
       : owner_(owner), node_(node), id_(id) {}
   const internal::worker_state* owner_ = nullptr;  // the manager that issued it
   internal::work_node* node_ = nullptr;
-  std::uint64_t id_ = 0;
+  std::uint64_t id_ = 0;  // the node's generation when posted: a reused node has another
 };
 
 class sync_manager {
