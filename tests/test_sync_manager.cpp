@@ -506,12 +506,13 @@ TEST_CASE("cancel: racing the worker, exactly one of 'cancel returned true' and 
     for (int i = 0; i < 64; ++i) batch.push_back(m.post(work_priority::normal, [] {}));
     for (const auto& t : batch) CHECK(m.cancel(t));
     gate.release();
+    // Runs after the worker met the cancelled nodes (they are queued ahead of it, at a higher
+    // priority): until then they are still linked, and not the pool's.
+    m.invoke(work_priority::background, [] {});
   };
   cancel_round();
-  m.invoke(work_priority::background, [] {});
   const std::uint64_t made = sync_manager_access::node_allocations(m);
   for (int r = 0; r < 50; ++r) cancel_round();
-  m.invoke(work_priority::background, [] {});
   CHECK_MESSAGE(sync_manager_access::node_allocations(m) == made, "cancelled items' nodes were not reused");
 }
 

@@ -15,7 +15,9 @@
 // that. Nodes are made in chunks that double in size (64, 128, 256... nodes), under a mutex:
 // the only lock, taken only to grow. So memory is bounded by about twice the most items ever
 // queued at once plus one batch the worker holds before handing it back (worker.cpp), and
-// returned when the pool (its sync_manager) is destroyed.
+// returned when the pool (its sync_manager) is destroyed. A cancelled item counts as queued
+// until the worker reaches its place in the queue and drops it (work_node.hpp): the lock-free
+// queue cannot unlink it earlier.
 #pragma once
 
 #include <array>
