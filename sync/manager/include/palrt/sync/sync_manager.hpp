@@ -31,8 +31,10 @@
 // at most max_spin before they park in the kernel, so that back-to-back calls make no system
 // call; each adapts its spin to how long its recent waits took (down to well under a
 // microsecond when the other side keeps it waiting longer than max_spin). A worker with nothing
-// to do for longer than max_spin parks and uses no CPU. Measured in palrt-bench invoke
-// (worker_cpu_ns_per_op, invoke/idle; docs/BENCHMARKS.md).
+// to do for longer than max_spin parks and uses no CPU. The price: work arriving more often
+// than every max_spin keeps the worker spinning between items, up to a whole CPU, instead of
+// paying a futex wait and wake per item. Measured in palrt-bench invoke (worker_cpu_ns_per_op,
+// invoke/idle; docs/BENCHMARKS.md).
 //
 // An invoke from the worker itself (inside a work item) does not deadlock: it runs the queue,
 // in priority order, until its own item has run. A posted item that throws is counted
