@@ -17,6 +17,9 @@
 // the bound must be longer than a wake-up: then the long wait still counts as "spinning would
 // have caught it", the next spin covers the partner's wake-up, and the round trips turn hot.
 //
+// With one CPU online a spin never pays (the partner cannot run while we spin, unless we are
+// preempted): the budget is then zero and every wait parks at once, as Go's scheduler does.
+//
 // Not thread-safe: one per waiter (the worker's loop, each invoke context).
 #pragma once
 
@@ -25,6 +28,7 @@
 #include <cstdint>
 
 #include "palrt/core/clock.h"
+#include "palrt/pal/cpu.hpp"
 #include "palrt/sync/sync_manager.hpp"
 
 namespace palrt::sync::internal {
@@ -46,14 +50,17 @@ class adaptive_spin {
 
   // Spins until ready() holds (true) or the budget is spent (false). Starts the wait's clock:
   // after a false, the caller parks and then calls parked().
+  adaptive_spin() noexcept : most_ns_(spinning_pays() ? max_ns : 0), budget_ns_(most_ns_) {}
+
   template <class Ready>
   bool spin(Ready&& ready) noexcept {
     start_ns_ = palrt_monotonic_ns();
+    if (most_ns_ == 0) return ready();  // one CPU: one look, then park
     const std::int64_t deadline = start_ns_ + budget_ns_;
     for (unsigned i = 1;; ++i) {
       if (ready()) {
         // It paid: let the next wait spin longer, up to the bound.
-        budget_ns_ = std::min(max_ns, 2 * budget_ns_);
+        budget_ns_ = std::min(most_ns_, 2 * budget_ns_);
         return true;
       }
       // A few pauses between looks: each look reads a line the other side writes, and taking
@@ -67,13 +74,21 @@ class adaptive_spin {
   void parked() noexcept {
     const std::int64_t waited = palrt_monotonic_ns() - start_ns_;
     budget_ns_ = waited <= max_ns ? std::clamp(2 * waited, min_ns, max_ns) : std::max(min_ns, budget_ns_ / 2);
+    budget_ns_ = std::min(budget_ns_, most_ns_);
   }
 
   std::int64_t budget_ns() const noexcept { return budget_ns_; }
 
  private:
   static constexpr int pauses_per_look = 4;
-  std::int64_t budget_ns_ = max_ns;
+  // Online CPUs, not this thread's affinity: a worker pinned to one CPU still has a partner
+  // running on another. Read once per process (sysconf reads /sys).
+  static bool spinning_pays() noexcept {
+    static const bool pays = pal::online_cpus() > 1;
+    return pays;
+  }
+  std::int64_t most_ns_;  // max_ns, or 0 with one CPU
+  std::int64_t budget_ns_;
   std::int64_t start_ns_ = 0;
 };
 
