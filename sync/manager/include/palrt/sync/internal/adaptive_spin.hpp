@@ -63,11 +63,14 @@ class adaptive_spin {
         budget_ns_ = std::min(most_ns_, 2 * budget_ns_);
         return true;
       }
-      // A few pauses between looks: each look reads a line the other side writes, and taking
-      // it from that side's cache too often slows the very writer we wait for.
-      for (int p = 0; p < pauses_per_look; ++p) cpu_relax();
-      // The clock (a vDSO read, ~20 ns) every 16 looks: the bound overshoots by < 1 us.
-      if (i % 16 == 0 && palrt_monotonic_ns() >= deadline) return false;
+      // Pauses between looks, doubling from 1 to max_pauses_per_look: each look reads a line
+      // the other side writes, and taking it from that side's cache too often slows the very
+      // writer we wait for. An answer that comes at once is seen at once; one that comes later
+      // is seen within a few hundred nanoseconds (64 pauses).
+      const unsigned pauses = i < 7 ? 1u << (i - 1) : max_pauses_per_look;
+      for (unsigned p = 0; p < pauses; ++p) cpu_relax();
+      // The clock (a vDSO read, ~20 ns) every 8 looks: the bound overshoots by < 1 us.
+      if (i % 8 == 0 && palrt_monotonic_ns() >= deadline) return false;
     }
   }
   // After a failed spin and the park that followed: adapts the budget to the whole wait.
@@ -80,7 +83,7 @@ class adaptive_spin {
   std::int64_t budget_ns() const noexcept { return budget_ns_; }
 
  private:
-  static constexpr int pauses_per_look = 4;
+  static constexpr unsigned max_pauses_per_look = 64;
   // Online CPUs, not this thread's affinity: a worker pinned to one CPU still has a partner
   // running on another. Read once per process (sysconf reads /sys).
   static bool spinning_pays() noexcept {
