@@ -521,8 +521,15 @@ TEST_CASE("palrt-bench: invoke --smoke --json parses with palrt beside condvar a
   CHECK(seen["invoke"]["allocs_per_op"] == all);
   CHECK(seen["post"]["ops_per_s"] == all);
   CHECK(seen["post"]["allocs_per_op"] == all);
+  CHECK(seen["invoke/idle"]["p50_ns"] == all);
+  CHECK(seen["invoke/idle"]["p99_ns"] == all);
+  // What spinning costs, beside every variant of every queue case.
+  for (const char* c : {"invoke", "post", "invoke/idle"}) {
+    CAPTURE(c);
+    CHECK(seen[c]["worker_cpu_ns_per_op"] == all);
+  }
   CHECK(seen["wait-any-64"]["p50_ns"] == std::set<std::string>{"palrt"});
-  CHECK(seen.size() == 3);
+  CHECK(seen.size() == 4);
   // --threads counts the calling threads.
   auto two = run_process({bench, "invoke", "--smoke", "--json", "--threads", "2"}, {{}, {}, std::chrono::seconds(120)});
   INFO(two.err);

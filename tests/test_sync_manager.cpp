@@ -317,9 +317,9 @@ TEST_CASE("stop: queued work is cancelled and counted; a waiting invoke throws E
   m.post(work_priority::normal, [&] { ran.fetch_add(1); });
   m.post_after(1h, work_priority::normal, [&] { ran.fetch_add(1); });
   int invoke_error = 0;
-  const std::uint64_t queued_before = sync_manager_access::items_queued(m);
+  const std::uint64_t queued_before = sync_manager_access::items_waiting(m);
   std::thread caller([&] { invoke_error = error_of([&] { m.invoke(work_priority::low, [&] { ran.fetch_add(1); }); }); });
-  REQUIRE(eventually([&] { return sync_manager_access::items_queued(m) == queued_before + 1; }));  // it waits
+  REQUIRE(eventually([&] { return sync_manager_access::items_waiting(m) == queued_before + 1; }));  // it waits
   m.request_stop();
   gate.release();
   CHECK(m.stop(2s));
@@ -378,6 +378,204 @@ TEST_CASE("stress: several threads post and invoke at once; every item runs exac
   CHECK_MESSAGE(lost == 0, lost << " items never ran");
   CHECK_MESSAGE(doubled == 0, doubled << " items ran more than once");
   CHECK(wrong_results.load() == 0);
+}
+
+// --- Lock-free hand-off, spinning and parking ------------------------------------------------
+
+TEST_CASE("post: several producers at once: all queued items run highest priority first, each producer's FIFO kept") {
+  sync::sync_manager m;
+  const int producers = 4;
+  const int per_producer = 400 * static_cast<int>(palrt::testing::scale());
+  struct record {
+    int producer, priority, seq;
+  };
+  std::vector<record> order;  // only the worker touches it until the final invoke
+  order.reserve(static_cast<std::size_t>(producers * per_producer));
+  {
+    worker_gate gate(m);  // everything below is queued before any of it runs
+    std::vector<std::thread> threads;
+    for (int t = 0; t < producers; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < per_producer; ++i) {
+          const int p = (i * 7 + t) % 4;  // every priority, interleaved differently per producer
+          m.post(static_cast<work_priority>(p), [&order, t, p, i] { order.push_back({t, p, i}); });
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    CHECK(sync_manager_access::items_waiting(m) == static_cast<std::uint64_t>(producers * per_producer));
+    gate.release();
+  }
+  m.invoke(work_priority::background, [] {});  // after everything above
+  REQUIRE(order.size() == static_cast<std::size_t>(producers * per_producer));
+  long priority_inversions = 0, fifo_breaks = 0;
+  std::vector<std::vector<int>> last_seq(producers, std::vector<int>(4, -1));
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    const record& r = order[k];
+    if (k > 0 && order[k - 1].priority < r.priority) ++priority_inversions;
+    int& last = last_seq[static_cast<std::size_t>(r.producer)][static_cast<std::size_t>(r.priority)];
+    if (r.seq <= last) ++fifo_breaks;
+    last = r.seq;
+  }
+  CHECK_MESSAGE(priority_inversions == 0, priority_inversions << " items ran after a lower-priority one");
+  CHECK_MESSAGE(fifo_breaks == 0, fifo_breaks << " items ran before an earlier item of their producer and priority");
+}
+
+TEST_CASE("post: producers racing a running worker: each item exactly once, each producer's FIFO kept per priority") {
+  sync::sync_manager m;
+  const int producers = 3;
+  const int per_producer = 5000 * static_cast<int>(palrt::testing::scale());
+  std::vector<std::atomic<int>> runs(static_cast<std::size_t>(producers * per_producer));
+  // Per producer and priority, the last sequence number run: only the worker writes them.
+  std::vector<std::vector<int>> last_seq(producers, std::vector<int>(4, -1));
+  long fifo_breaks = 0;  // the worker's
+  std::vector<std::thread> threads;
+  for (int t = 0; t < producers; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < per_producer; ++i) {
+        const int p = (i + t) % 4;
+        m.post(static_cast<work_priority>(p), [&, t, p, i] {
+          runs[static_cast<std::size_t>(t * per_producer + i)].fetch_add(1);
+          int& last = last_seq[static_cast<std::size_t>(t)][static_cast<std::size_t>(p)];
+          if (i <= last) ++fifo_breaks;
+          last = i;
+        });
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  m.invoke(work_priority::background, [] {});
+  long lost = 0, doubled = 0;
+  for (const auto& r : runs) {
+    lost += r.load() == 0;
+    doubled += r.load() > 1;
+  }
+  CHECK_MESSAGE(lost == 0, lost << " items never ran");
+  CHECK_MESSAGE(doubled == 0, doubled << " items ran more than once");
+  CHECK_MESSAGE(fifo_breaks == 0, fifo_breaks << " items ran before an earlier item of their producer and priority");
+}
+
+TEST_CASE("cancel: racing the worker, exactly one of 'cancel returned true' and 'the item ran' holds for each item") {
+  sync::sync_manager m;
+  const long items = 20000 * palrt::testing::scale();
+  std::vector<std::atomic<int>> runs(static_cast<std::size_t>(items));
+  std::vector<sync::work_ticket> tickets(static_cast<std::size_t>(items));
+  std::vector<char> cancelled(static_cast<std::size_t>(items), 0);
+  std::atomic<long> published{0};
+  long second_cancels = 0;  // a second cancel of the same ticket must fail
+  std::thread canceller([&] {
+    // Cancels every other item as soon as its ticket is published, racing the worker, which
+    // runs items as fast as they come; nodes are reused meanwhile, so stale tickets meet nodes
+    // that serve newer items.
+    for (long i = 0; i < items; i += 2) {
+      // acquire: the ticket written before the release below.
+      while (published.load(std::memory_order_acquire) <= i) sched_yield();
+      const auto slot = static_cast<std::size_t>(i);
+      cancelled[slot] = m.cancel(tickets[slot]);
+      second_cancels += m.cancel(tickets[slot]);
+      // A ticket from far back: its node has very likely been reused by now.
+      if (i >= 1000) second_cancels += cancelled[slot - 1000] && m.cancel(tickets[slot - 1000]);
+    }
+  });
+  for (long i = 0; i < items; ++i) {
+    const auto slot = static_cast<std::size_t>(i);
+    tickets[slot] = m.post(static_cast<work_priority>(i % 4), [&runs, slot] { runs[slot].fetch_add(1); });
+    published.store(i + 1, std::memory_order_release);  // release: the ticket
+  }
+  canceller.join();
+  m.invoke(work_priority::background, [] {});
+  long ran_and_cancelled = 0, neither = 0, doubled = 0, cancelled_count = 0;
+  for (long i = 0; i < items; ++i) {
+    const auto slot = static_cast<std::size_t>(i);
+    const int r = runs[slot].load();
+    doubled += r > 1;
+    ran_and_cancelled += r == 1 && cancelled[slot];
+    neither += r == 0 && !cancelled[slot];
+    cancelled_count += cancelled[slot];
+  }
+  CHECK_MESSAGE(ran_and_cancelled == 0, ran_and_cancelled << " items ran although their cancel returned true");
+  CHECK_MESSAGE(neither == 0, neither << " items neither ran nor were cancelled (lost)");
+  CHECK_MESSAGE(doubled == 0, doubled << " items ran more than once");
+  CHECK_MESSAGE(second_cancels == 0, second_cancels << " repeated cancels returned true");
+  MESSAGE(cancelled_count << " of " << items / 2 << " cancels came before the worker");
+  // Cancelled nodes go back to the pool (the worker meets them later, or the canceller hands
+  // them back): rounds of posting and cancelling a batch reach a steady state, not a leak.
+  const auto cancel_round = [&] {
+    worker_gate gate(m);
+    std::vector<sync::work_ticket> batch;
+    for (int i = 0; i < 64; ++i) batch.push_back(m.post(work_priority::normal, [] {}));
+    for (const auto& t : batch) CHECK(m.cancel(t));
+    gate.release();
+    // Runs after the worker met the cancelled nodes (they are queued ahead of it, at a higher
+    // priority): until then they are still linked, and not the pool's.
+    m.invoke(work_priority::background, [] {});
+  };
+  cancel_round();
+  const std::uint64_t made = sync_manager_access::node_allocations(m);
+  for (int r = 0; r < 50; ++r) cancel_round();
+  CHECK_MESSAGE(sync_manager_access::node_allocations(m) == made, "cancelled items' nodes were not reused");
+}
+
+TEST_CASE("wake-up: an item posted while the worker parks (or is about to) always runs; no wake-up is lost") {
+  sync::sync_manager m;
+  // Read on the worker, inside an item: the worker's next park comes after it and counts.
+  const auto parks_now = [&m] { return sync_manager_access::parks(m); };
+  std::uint64_t parks = m.invoke(work_priority::normal, parks_now);
+  const long rounds = 300 * palrt::testing::scale();
+  event_handle done(event_reset::automatic);
+  long lost = 0;
+  for (long r = 0; r < rounds && lost == 0; ++r) {
+    // The worker spins at most max_spin, then announces its park and counts it: post right
+    // then, in the window between its announcement and its futex wait, or inside the wait.
+    REQUIRE_MESSAGE(eventually([&] { return sync_manager_access::parks(m) > parks; }),
+                    "the worker never parked (round " << r << ")");
+    if (r % 2 == 0) {
+      m.post(static_cast<work_priority>(r % 4), [&] {
+        parks = parks_now();  // read by this thread after the event: published by set()
+        done.set();
+      });
+      lost += sync::wait_one(done, 10s).status != wait_status::signalled;
+    } else {
+      parks = m.invoke(static_cast<work_priority>(r % 4), parks_now);
+    }
+  }
+  CHECK_MESSAGE(lost == 0, "an item posted to a parking worker did not run within 10 s: a lost wake-up");
+}
+
+TEST_CASE("idle: a worker with nothing to do parks (seen sleeping in /proc) and stays parked") {
+  sync::sync_manager m;
+  // Read on the worker, inside an item: the worker's next park comes after it and counts.
+  const std::uint64_t before = m.invoke(work_priority::normal, [&m] { return sync_manager_access::parks(m); });
+  const pid_t tid = sync_manager_access::worker(m).tid();
+  // The event the code signals: the worker counts a park just before its futex wait.
+  REQUIRE(eventually([&] { return sync_manager_access::parks(m) > before; }));
+  const std::uint64_t parked = sync_manager_access::parks(m);
+  // Counted before the system call: the thread may still be 'R' for an instant.
+  CHECK_MESSAGE(eventually([&] { return palrt::testing::thread_state(tid) == 'S'; }),
+                "the idle worker never slept; its state: " << palrt::testing::thread_state(tid));
+  // Still the same park: it did not wake up and spin again meanwhile.
+  CHECK(sync_manager_access::parks(m) == parked);
+  // And it wakes for the next item.
+  CHECK(m.invoke(work_priority::normal, [] { return 3; }) == 3);
+}
+
+TEST_CASE("idle: an invoke caller whose item waits behind a long one parks too (seen sleeping in /proc)") {
+  sync::sync_manager m;
+  worker_gate gate(m);
+  std::atomic<pid_t> caller_tid{0};
+  int result = 0;
+  const std::uint64_t waiting = sync_manager_access::items_waiting(m);
+  std::thread caller([&] {
+    caller_tid = static_cast<pid_t>(::gettid());
+    result = m.invoke(work_priority::normal, [] { return 9; });
+  });
+  REQUIRE(eventually([&] { return sync_manager_access::items_waiting(m) == waiting + 1; }));  // it waits
+  // Its spin is bounded (max_spin): then it sleeps on its futex.
+  CHECK_MESSAGE(eventually([&] { return palrt::testing::thread_state(caller_tid.load()) == 'S'; }),
+                "the waiting caller never slept; its state: " << palrt::testing::thread_state(caller_tid.load()));
+  gate.release();
+  caller.join();
+  CHECK(result == 9);
 }
 
 // --- Processes -------------------------------------------------------------------------------

@@ -19,13 +19,16 @@ void invoke_context::complete() noexcept {
 }
 
 void invoke_context::wait_until_done() noexcept {
+  // acquire: as below, when the spin sees `done`.
+  if (spin.spin([this] { return word.load(std::memory_order_acquire) == done; })) return;
   std::uint32_t expected = pending;
   // acquire on both outcomes: when the word is already `done`, the function's effects are
   // visible after this.
-  if (!word.compare_exchange_strong(expected, sleeping, std::memory_order_acquire, std::memory_order_acquire))
-    return;  // expected == done
-  // acquire: pairs with complete()'s release.
-  while (word.load(std::memory_order_acquire) != done) pal::internal::futex_wait(word, sleeping);
+  if (word.compare_exchange_strong(expected, sleeping, std::memory_order_acquire, std::memory_order_acquire)) {
+    // acquire: pairs with complete()'s release.
+    while (word.load(std::memory_order_acquire) != done) pal::internal::futex_wait(word, sleeping);
+  }  // else expected == done: it completed just after the spin gave up
+  spin.parked();
 }
 
 std::unique_ptr<invoke_context> lease_invoke_context() { return slot.take(allocations); }

@@ -47,10 +47,7 @@ void sync_manager::start_locked() {
   // overstays is detached, as stop() would.
   if (stopped_ && worker_.started()) worker_.join();
   if (worker_.started()) return;
-  {
-    std::lock_guard lock(state_->queue_mutex);
-    state_->closed = false;
-  }
+  state_->inbox.reopen();
   stopped_ = false;
   worker_.launch();
   // The service loop runs its work once per wake-up; the worker's work is its own loop, which
@@ -95,13 +92,10 @@ void sync_manager::request_stop() noexcept {
 void sync_manager::request_stop_locked() noexcept {
   worker_ready_.store(false, std::memory_order_relaxed);  // relaxed: posters re-check under the locks
   stopped_ = true;
-  {
-    std::lock_guard queue_lock(state_->queue_mutex);
-    state_->closed = true;
-  }
+  state_->inbox.close();
   worker_.request_stop();
-  // After `closed` is set under the queue lock: a worker about to sleep sees it there, or is
-  // seen asleep here (worker_state.hpp).
+  // After the close (W1 of worker_state.hpp's fence pair W): a worker about to park sees the
+  // inbox closed, or is seen parked here.
   state_->wake_if_sleeping();
 }
 
@@ -134,7 +128,7 @@ bool sync_manager::on_worker_thread() const noexcept { return state_->on_worker(
 
 work_ticket sync_manager::post_task(work_priority priority, std::optional<std::chrono::nanoseconds> delay,
                                     task fn) {
-  // One relaxed load (fork_stamp): posting takes the queue's lock and wakes the worker anyway.
+  // One relaxed load (fork_stamp): cheap beside the pushes below.
   if (state_->made.forked()) [[unlikely]] refuse_in_forked_child(delay ? "post_after" : "post");
   if (delay && delay->count() < 0) {
     throw sync_error(std::errc::invalid_argument,
@@ -147,30 +141,23 @@ work_ticket sync_manager::post_task(work_priority priority, std::optional<std::c
   // acquire: pairs with the release in the starts.
   if (!worker_ready_.load(std::memory_order_acquire)) start_for_work("post");
   internal::worker_state& s = *state_;
-  internal::work_node& n = s.pool.take();
+  internal::work_node& n = s.pool.take();  // a new generation of the node: ours alone
   n.priority = priority;
   n.invoke = nullptr;
   n.posted = std::move(fn);
-  work_ticket ticket;
-  {
-    std::unique_lock lock(s.queue_mutex);
-    if (s.closed) {
-      lock.unlock();
-      n.posted.reset();
-      s.pool.give(n);
-      throw sync_error(stopped_error, "sync_manager::post: the sync manager has been stopped");
-    }
-    n.id = s.next_id++;
-    ticket = work_ticket(&s, &n, n.id);
-    if (delay) {
-      const std::int64_t now = palrt_monotonic_ns();
-      // A delay past the end of the clock's range is "never" in practice: clamp, not overflow.
-      n.due_ns = now + std::min<std::int64_t>(delay->count(), std::numeric_limits<std::int64_t>::max() - now);
-      s.queue.push_timer(n);
-    } else {
-      s.queue.push_ready(n);
-      s.count_push();
-    }
+  n.timed = delay.has_value();
+  if (delay) {
+    const std::int64_t now = palrt_monotonic_ns();
+    // A delay past the end of the clock's range is "never" in practice: clamp, not overflow.
+    n.due_ns = now + std::min<std::int64_t>(delay->count(), std::numeric_limits<std::int64_t>::max() - now);
+  }
+  n.mark_queued();
+  // Before the push: once pushed, the node may run, go back to the pool and serve another post.
+  const work_ticket ticket(&s, &n, n.generation);
+  if (!s.inbox.push(n)) {
+    n.posted.reset();
+    s.pool.give(n);
+    throw sync_error(stopped_error, "sync_manager::post: the sync manager has been stopped");
   }
   s.wake_if_sleeping();
   return ticket;
@@ -179,20 +166,15 @@ work_ticket sync_manager::post_task(work_priority priority, std::optional<std::c
 bool sync_manager::cancel(const work_ticket& ticket) noexcept {
   if (state_->made.forked()) return false;  // the parent's manager, in a child (fork.hpp)
   internal::worker_state& s = *state_;
-  // Another manager's node is guarded by that manager's queue lock, and belongs in its queue
-  // and pool: never touch it here.
+  // Another manager's node belongs in its queue and pool: never touch it here.
   if (!ticket.node_ || ticket.owner_ != &s) return false;
   internal::work_node& n = *ticket.node_;
-  {
-    std::lock_guard lock(s.queue_mutex);
-    // The pool never frees a node, so reading a reused node's id is safe; a different id means
-    // the ticket's item is gone and the node serves another.
-    if (n.id != ticket.id_ || !n.queued) return false;
-    s.queue.remove(n);
-  }
-  n.posted.reset();  // outside the lock: the function's captures may do anything
-  s.pool.give(n);
-  // A worker asleep until this timer's due time wakes then, finds nothing, and sleeps on.
+  // The pool never frees a node, so the claim word of a reused node is safe to read; its
+  // generation no longer matches and the compare-exchange fails (work_node.hpp).
+  if (!n.try_cancel(ticket.id_)) return false;
+  n.posted.reset();  // the function's captures may do anything: no state of ours depends on it
+  if (n.finish_cancel(ticket.id_)) s.pool.give(n);  // the worker met it already
+  // A worker parked until this timer's due time wakes then, finds nothing, and parks again.
   return true;
 }
 
@@ -205,21 +187,16 @@ void sync_manager::invoke_function(work_priority priority, function_ref fn) {
   if (!worker_ready_.load(std::memory_order_acquire)) start_for_work("invoke");
   internal::worker_state& s = *state_;
   std::unique_ptr<internal::invoke_context> call = internal::lease_invoke_context();
-  call->word.store(internal::invoke_context::pending, std::memory_order_relaxed);  // relaxed: published by the queue lock
+  call->word.store(internal::invoke_context::pending, std::memory_order_relaxed);  // relaxed: published by the push
   call->fn = fn;
   call->error = nullptr;
   call->node.priority = priority;
   call->node.invoke = call.get();
-  {
-    std::unique_lock lock(s.queue_mutex);
-    if (s.closed) {
-      lock.unlock();
-      internal::return_invoke_context(std::move(call));
-      throw sync_error(stopped_error, "sync_manager::invoke: the sync manager has been stopped");
-    }
-    call->node.id = s.next_id++;
-    s.queue.push_ready(call->node);
-    s.count_push();
+  call->node.timed = false;
+  call->node.mark_queued();  // generation 0 for good: no ticket names an invoke
+  if (!s.inbox.push(call->node)) {
+    internal::return_invoke_context(std::move(call));
+    throw sync_error(stopped_error, "sync_manager::invoke: the sync manager has been stopped");
   }
   if (s.on_worker()) {
     s.pump_until(*call);
@@ -253,12 +230,16 @@ std::uint64_t sync_manager_access::node_allocations(const sync_manager& m) noexc
   return m.state_->pool.allocations();
 }
 
-std::uint64_t sync_manager_access::items_queued(const sync_manager& m) noexcept {
-  return m.state_->pushes.load(std::memory_order_relaxed);  // relaxed: tests poll it
+std::uint64_t sync_manager_access::items_waiting(const sync_manager& m) noexcept {
+  return m.state_->inbox.count_waiting();
 }
 
 std::uint64_t sync_manager_access::node_pool_bound(std::uint64_t most_queued) noexcept {
-  return most_queued + static_cast<std::uint64_t>(worker_state::spent_batch);
+  return node_pool::bound(most_queued + static_cast<std::uint64_t>(worker_state::spent_batch));
+}
+
+std::uint64_t sync_manager_access::parks(const sync_manager& m) noexcept {
+  return m.state_->parks.load(std::memory_order_relaxed);  // relaxed: tests poll it
 }
 
 std::uint64_t sync_manager_access::invoke_context_allocations() noexcept {

@@ -1,13 +1,10 @@
 // SPDX-License-Identifier: MIT
 #include "palrt/sync/internal/work_queue.hpp"
 
-#include <limits>
-
 namespace palrt::sync::internal {
 
 void work_queue::append(fifo& f, work_node& n) noexcept {
   n.next = nullptr;
-  n.prev = f.tail;
   if (f.tail) {
     f.tail->next = &n;
   } else {
@@ -16,29 +13,17 @@ void work_queue::append(fifo& f, work_node& n) noexcept {
   f.tail = &n;
 }
 
-void work_queue::unlink(fifo& f, work_node& n) noexcept {
-  if (n.prev) {
-    n.prev->next = n.next;
-  } else {
-    f.head = n.next;
-  }
-  if (n.next) {
-    n.next->prev = n.prev;
-  } else {
-    f.tail = n.prev;
-  }
-  n.prev = n.next = nullptr;
+work_node* work_queue::pop_front(fifo& f) noexcept {
+  work_node* const n = f.head;
+  if (!n) return nullptr;
+  f.head = n->next;
+  if (!f.head) f.tail = nullptr;
+  n->next = nullptr;
+  return n;
 }
 
-void work_queue::push_ready(work_node& n) noexcept {
-  n.timed = false;
-  n.queued = true;
-  append(ready_of(n), n);
-}
-
-void work_queue::push_timer(work_node& n) noexcept {
-  n.timed = true;
-  n.queued = true;
+void work_queue::insert_timer(work_node& n) noexcept {
+  // After those due at the same time: first in, first out among equal due times.
   work_node* after = timers_.tail;
   while (after && after->due_ns > n.due_ns) after = after->prev;
   n.prev = after;
@@ -55,45 +40,62 @@ void work_queue::push_timer(work_node& n) noexcept {
   }
 }
 
-work_node* work_queue::pop_ready(std::int64_t now_ns) noexcept {
+void work_queue::accept(work_node* oldest_first) noexcept {
+  while (work_node* n = oldest_first) {
+    oldest_first = n->next;
+    if (n->timed) {
+      insert_timer(*n);
+    } else {
+      append(ready_[static_cast<std::size_t>(n->priority)], *n);
+    }
+  }
+}
+
+void work_queue::remove_first_timer() noexcept {
+  work_node* const n = timers_.head;
+  timers_.head = n->next;
+  if (timers_.head) {
+    timers_.head->prev = nullptr;
+  } else {
+    timers_.tail = nullptr;
+  }
+  n->prev = n->next = nullptr;
+}
+
+work_node* work_queue::pop_ready(work_inbox& inbox, std::int64_t now_ns) noexcept {
   while (timers_.head && timers_.head->due_ns <= now_ns) {
     work_node& due = *timers_.head;
-    unlink(timers_, due);
-    push_ready(due);
+    remove_first_timer();
+    append(ready_[static_cast<std::size_t>(due.priority)], due);
   }
   for (std::size_t p = work_priority_count; p-- > 0;) {
     fifo& f = ready_[p];
-    if (work_node* n = f.head) {
-      unlink(f, *n);
-      n->queued = false;
-      return n;
-    }
+    // Timed items taken here join the timers; a due one is seen at the next pop.
+    if (!f.head && inbox.has_items(p)) accept(inbox.take(p));
+    if (work_node* n = pop_front(f)) return n;
   }
   return nullptr;
-}
-
-void work_queue::remove(work_node& n) noexcept {
-  unlink(n.timed ? timers_ : ready_of(n), n);
-  n.queued = false;
 }
 
 work_node* work_queue::take_all() noexcept {
   work_node* all = nullptr;
   work_node* last = nullptr;
-  const auto take = [&](fifo& f) {
-    while (work_node* n = f.head) {
-      unlink(f, *n);
-      n->queued = false;
-      if (last) {
-        last->next = n;
-      } else {
-        all = n;
-      }
-      last = n;
+  const auto link = [&](work_node* n) {
+    n->prev = n->next = nullptr;
+    if (last) {
+      last->next = n;
+    } else {
+      all = n;
     }
+    last = n;
   };
-  for (std::size_t p = work_priority_count; p-- > 0;) take(ready_[p]);
-  take(timers_);
+  for (std::size_t p = work_priority_count; p-- > 0;) {
+    while (work_node* n = pop_front(ready_[p])) link(n);
+  }
+  while (work_node* n = timers_.head) {
+    remove_first_timer();
+    link(n);
+  }
   return all;
 }
 
@@ -102,10 +104,6 @@ bool work_queue::has_ready() const noexcept {
     if (f.head) return true;
   }
   return false;
-}
-
-std::int64_t work_queue::next_due_ns() const noexcept {
-  return timers_.head ? timers_.head->due_ns : std::numeric_limits<std::int64_t>::max();
 }
 
 }  // namespace palrt::sync::internal

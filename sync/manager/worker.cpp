@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // The sync manager's worker loop: runs queued work in priority order, fires timers, and
-// watches processes (internal/worker_state.hpp states the sleep protocol).
+// watches processes (internal/worker_state.hpp states the park protocol).
 #include <time.h>
 
 #include <cerrno>
@@ -10,34 +10,32 @@
 #include "palrt/core/clock.h"
 #include "palrt/pal/internal/futex.hpp"
 #include "palrt/sync/handle.hpp"
+#include "palrt/sync/internal/adaptive_spin.hpp"
 #include "palrt/sync/internal/worker_state.hpp"
 
 namespace palrt::sync::internal {
-namespace {
 
-// What the worker thread keeps for itself while its loop runs: which state it serves, and
-// the nodes of items it ran, handed back to the pool in batches (one pool lock per batch
-// instead of one per item; the lock is the one posters take). On the loop's stack, so a
-// detached worker and its successor never share it.
+// What the worker thread keeps for itself while its loop runs: which state it serves, its
+// own queue, its spin budget, and the nodes of items it ran, handed back to the pool in
+// batches (one pool compare-exchange per batch instead of one per item, on the line posters
+// take nodes from). On the loop's stack, so a detached worker and its successor never share
+// it.
 struct worker_local {
   const worker_state* state = nullptr;
-  work_node* spent = nullptr;
+  work_queue queue;
+  adaptive_spin spin;
+  work_node* spent = nullptr;  // linked through pool_free_next (indices), newest first
   work_node* spent_tail = nullptr;
   int spent_count = 0;
 };
+
+namespace {
+
 thread_local worker_local* current_local = nullptr;
 
 // Processes are checked at least this often while the queue never empties, so a busy worker
 // still notices exits (one non-blocking epoll_wait per this many items).
 constexpr int items_between_process_checks = 64;
-
-void cpu_relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
-}
 
 timespec to_timespec(std::int64_t ns) noexcept {
   return {static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
@@ -56,10 +54,11 @@ void worker_state::return_spent() noexcept {
 }
 
 void worker_state::wake() noexcept {
-  const std::uint32_t was = sleep_word.exchange(awake, std::memory_order_seq_cst);
-  if (was == sleeping_on_futex) {
+  // seq_cst: part of W1' (worker_state.hpp); only one of many posters sees `parked` here.
+  const std::uint32_t was = sleep_word.exchange(running, std::memory_order_seq_cst);
+  if (was == parked_on_futex) {
     pal::internal::futex_wake(sleep_word, 1);
-  } else if (was == sleeping_in_epoll) {
+  } else if (was == parked_in_epoll) {
     processes.poke();
   }
 }
@@ -73,7 +72,7 @@ void worker_state::run(const std::atomic<bool>& stop) {
   // acquire: what the stopper wrote before request_stop() is visible once we see it.
   while (!stop.load(std::memory_order_acquire)) {
     if (run_one() || spin_for_work()) {
-      // Items found by the spin count too: a stream that never lets the worker sleep must
+      // Items found by the spin count too: a stream that never lets the worker park must
       // not keep it from noticing exits.
       if (++since_process_check >= items_between_process_checks && processes.active()) {
         since_process_check = 0;
@@ -82,12 +81,13 @@ void worker_state::run(const std::atomic<bool>& stop) {
       continue;
     }
     since_process_check = 0;  // sleep() looks at the processes (in epoll) when any are watched
-    return_spent();           // before sleeping: posters may need them
+    return_spent();           // before parking: posters may need them
     sleep();
+    local.spin.parked();
   }
   return_spent();
+  cancel_all(local);
   current_local = outer;
-  cancel_all();
 }
 
 void worker_state::pump_until(invoke_context& context) {
@@ -99,32 +99,31 @@ void worker_state::pump_until(invoke_context& context) {
 }
 
 bool worker_state::spin_for_work() {
-  // A poster that keeps the worker busy usually queues its next item within a microsecond
-  // of the worker running dry; sleeping then costs a futex wait here and a futex wake there
-  // (tens of microseconds on a virtual machine). So watch for a new item for a few
-  // microseconds before sleeping: spin_rounds x 16 pauses, measured at ~8.6 us on the
-  // project's AMD EPYC VMs (a pause is ~17 ns there), a third of one wake-up. The spin
-  // reads `pushes` only, not the queue: taking the queue lock in a loop would slow the very
-  // posters it waits for.
-  // relaxed: a change is only a hint; run_one() takes the lock and sees the item.
-  const std::uint64_t seen = pushes.load(std::memory_order_relaxed);
-  for (int i = 0; i < spin_rounds; ++i) {
-    for (int p = 0; p < 16; ++p) cpu_relax();
-    if (pushes.load(std::memory_order_relaxed) != seen) return run_one();
-  }
-  return false;
+  // A poster that keeps the worker busy usually queues its next item within a microsecond of
+  // the worker running dry, and an invoke caller calls again as soon as its result is back:
+  // a park then costs a futex wait here and a futex wake there (tens of microseconds on a
+  // virtual machine). The spin reads the inbox heads only (no write), so it does not slow the
+  // posters it waits for more than a look at their line costs.
+  if (!current_local->spin.spin([this] { return inbox.has_any(); })) return false;
+  return run_one();
+}
+
+void worker_state::skip(work_node& n) noexcept {
+  if (n.skip(n.generation)) pool.give(n);
 }
 
 bool worker_state::run_one() {
-  work_node* n;
-  {
-    std::lock_guard lock(queue_mutex);
+  worker_local& local = *current_local;
+  for (;;) {
     // The clock only matters with timers queued (a vDSO read is ~20 ns, per item).
-    n = queue.pop_ready(queue.has_timers() ? palrt_monotonic_ns() : 0);
+    work_node* const n = local.queue.pop_ready(inbox, local.queue.has_timers() ? palrt_monotonic_ns() : 0);
+    if (!n) return false;
+    if (n->try_claim(n->generation)) {
+      run_item(*n);
+      return true;
+    }
+    skip(*n);  // cancelled: it never runs; nothing of it is touched after this
   }
-  if (!n) return false;
-  run_item(*n);
-  return true;
 }
 
 void worker_state::run_item(work_node& n) noexcept {
@@ -146,60 +145,70 @@ void worker_state::run_item(work_node& n) noexcept {
   }
   n.posted.reset();  // its captures go now, outside every lock
   worker_local& local = *current_local;  // run_item runs on the worker only
-  n.pool_free_next = local.spent;
+  // relaxed: the chain is published by give_chain's release. The tail's link is set there.
+  n.pool_free_next.store(local.spent ? local.spent->pool_index : 0, std::memory_order_relaxed);
   if (!local.spent) local.spent_tail = &n;
   local.spent = &n;
   if (++local.spent_count >= spent_batch) return_spent();
 }
 
+std::int64_t worker_state::next_due_ns(worker_local& local) noexcept {
+  while (work_node* const t = local.queue.first_timer()) {
+    // relaxed: a state that left `queued` never returns to it within a generation, so a
+    // cancelled timer seen here is cancelled for good; one cancelled just after the look
+    // costs one early wake-up at its due time.
+    if ((t->claim.load(std::memory_order_relaxed) & 7) == work_node::queued) return t->due_ns;
+    local.queue.remove_first_timer();
+    skip(*t);
+  }
+  return std::numeric_limits<std::int64_t>::max();
+}
+
 void worker_state::sleep() noexcept {
+  worker_local& local = *current_local;
   const bool epoll = processes.active();
-  sleep_word.store(epoll ? sleeping_in_epoll : sleeping_on_futex, std::memory_order_seq_cst);
-  std::int64_t due;
-  {
-    std::lock_guard lock(queue_mutex);
-    // A process watched since `epoll` was read: its open_process() may have found us awake
-    // and not woken us, so look again rather than sleep on the futex (process_monitor.hpp).
-    if (queue.has_ready() || closed || epoll != processes.active()) {
-      // relaxed: we do not sleep after all; a poster that still reads the old value only
-      // makes a needless wake().
-      sleep_word.store(awake, std::memory_order_relaxed);
-      return;
-    }
-    due = queue.next_due_ns();
+  const std::int64_t due = next_due_ns(local);
+  // seq_cst: W2 of fence pair W (worker_state.hpp).
+  sleep_word.store(epoll ? parked_in_epoll : parked_on_futex, std::memory_order_seq_cst);
+  // W2': the inbox loads are seq_cst. A process watched since `epoll` was read: its
+  // open_process() may have found us running and not woken us, so look again rather than
+  // park on the futex (process_monitor.hpp).
+  if (inbox.has_any() || inbox.closed() || epoll != processes.active()) {
+    // relaxed: we do not park after all; a poster that still reads the old value only makes
+    // a needless wake().
+    sleep_word.store(running, std::memory_order_relaxed);
+    return;
   }
   const bool timed = due != std::numeric_limits<std::int64_t>::max();
   if (timed && due <= palrt_monotonic_ns()) {
-    sleep_word.store(awake, std::memory_order_relaxed);  // relaxed: as above
+    sleep_word.store(running, std::memory_order_relaxed);  // relaxed: as above
     return;
   }
+  parks.fetch_add(1, std::memory_order_relaxed);  // relaxed: see its declaration
   if (epoll) {
     std::optional<timespec> timeout;
     if (timed) timeout = to_timespec(std::max<std::int64_t>(0, due - palrt_monotonic_ns()));
     processes.wait_and_handle(timeout);
   } else {
-    // Returns at once if a poster already set the word back to awake. EINTR, ETIMEDOUT and
-    // spurious wake-ups all lead back to the loop, which looks again.
-    pal::internal::futex_wait(sleep_word, sleeping_on_futex,
+    // Returns at once if a poster already set the word back to running. EINTR, ETIMEDOUT
+    // and spurious wake-ups all lead back to the loop, which looks again.
+    pal::internal::futex_wait(sleep_word, parked_on_futex,
                               timed ? std::optional(pal::internal::futex_deadline::at(to_timespec(due)))
                                     : std::nullopt);
   }
-  sleep_word.store(awake, std::memory_order_seq_cst);
+  // seq_cst: as the announcement; a rare path (once per park).
+  sleep_word.store(running, std::memory_order_seq_cst);
 }
 
-void worker_state::cancel_all() noexcept {
-  work_node* left;
-  {
-    std::lock_guard lock(queue_mutex);
-    // Restarted after this worker missed its stop deadline: the queue belongs to the new
-    // worker now; leave it alone.
-    if (!closed) return;
-    left = queue.take_all();
-  }
-  while (left) {
-    work_node& n = *left;
-    left = n.next;
-    n.next = nullptr;
+void worker_state::cancel_list(work_node* list) noexcept {
+  while (list) {
+    work_node& n = *list;
+    list = n.next;  // before the node may be handed back or completed
+    n.prev = n.next = nullptr;
+    if (!n.try_claim(n.generation)) {
+      skip(n);  // cancel() got there first: not cancelled at the stop, and not counted
+      continue;
+    }
     cancelled_at_stop.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
     if (invoke_context* call = n.invoke) {
       try {
@@ -214,6 +223,15 @@ void worker_state::cancel_all() noexcept {
     n.posted.reset();
     pool.give(n);
   }
+}
+
+void worker_state::cancel_all(worker_local& local) noexcept {
+  // What this worker took from the inbox was queued before the stop (the inbox was open when
+  // it took it): it never runs now, even if a new worker serves the manager already.
+  cancel_list(local.queue.take_all());
+  // What is still in the inbox, only while it is closed: restarted after this worker missed
+  // its stop deadline, the inbox belongs to the new worker now.
+  for (std::size_t p = work_priority_count; p-- > 0;) cancel_list(inbox.take_if_closed(p));
 }
 
 }  // namespace palrt::sync::internal

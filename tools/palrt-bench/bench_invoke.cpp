@@ -8,6 +8,14 @@
 //   post         fire-and-forget: callers queue tiny functions as fast as the server runs
 //                them (at most 1024 outstanding per caller). ops_per_s (functions run per
 //                second, the final drain included), allocs_per_op.
+//   invoke/idle  as invoke, but each call comes after the caller slept idle_gap (1 ms, far
+//                longer than palrt's spin bound, sync_manager::max_spin): the server is parked
+//                and has to be woken. p50_ns, p99_ns.
+// Every case of invoke, post and invoke/idle also reports worker_cpu_ns_per_op: the server
+// thread's CPU time (its clock_gettime(pthread_getcpuclockid) clock) over a whole repetition,
+// the other variants' slices included, so that a server which spins after its slice is charged
+// for it, divided by its variant's operations. It is what spinning costs: a server that parks
+// at once burns only what running the items takes.
 //   wait-any-64  palrt only: a thread blocked in wait_any over 64 auto-reset events; another
 //                sets one of them (a different one each time). p50_ns from the set() call to
 //                the waiter's return.
@@ -16,9 +24,12 @@
 // and one per call for the caller: the textbook ping-pong), asio (boost::asio::io_context
 // and boost::asio::post, the call's completion signalled as in condvar).
 // `threads` counts the calling threads; there is one server thread per variant.
-// Targets: invoke p50 <= 1.2x condvar; 0 allocs per invoke and per post in steady state.
+// Targets (issue 15): post ops_per_s >= 1.5x condvar and asio at 1 caller, >= 1.0x at 2; invoke
+// p50 <= 0.25x condvar; invoke/idle p50 no worse than condvar; 0 allocs per invoke and post.
 
+#include <pthread.h>
 #include <sched.h>
+#include <time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -34,6 +45,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <boost/asio/executor_work_guard.hpp>
@@ -62,6 +74,24 @@ constexpr std::size_t max_recorded_per_caller = std::size_t{1} << 20;
 // Flow control for `post`: a caller waits for the server while this many of its items are
 // queued, so the queue (and a baseline's memory) stays bounded.
 constexpr std::uint64_t max_outstanding_posts = 1024;
+// invoke/idle: how long a caller sleeps before each call, so that the server has been idle far
+// longer than any spin bound (palrt's is sync_manager::max_spin, 100 us) and parks.
+constexpr std::chrono::milliseconds idle_gap{1};
+constexpr int idle_calls_per_slice = 4;
+
+// The CPU time a thread has used so far, from its CPU-time clock.
+std::int64_t thread_cpu_ns(clockid_t clock) {
+  timespec ts{};
+  if (::clock_gettime(clock, &ts) != 0) return 0;
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// The calling thread's CPU-time clock; a server learns its thread's by running this there.
+clockid_t current_thread_cpu_clock() {
+  clockid_t clock{};
+  if (::pthread_getcpuclockid(::pthread_self(), &clock) != 0) throw std::runtime_error("pthread_getcpuclockid failed");
+  return clock;
+}
 
 // --- Servers: one thread each, serving one variant --------------------------------------------
 
@@ -75,11 +105,19 @@ class server {
   virtual void post(std::atomic<std::uint64_t>& executed) = 0;
   // Pins the server thread to `cpu` (best effort).
   virtual void pin(int cpu) = 0;
+  // The server thread's CPU time so far.
+  std::int64_t worker_cpu_ns() const { return thread_cpu_ns(cpu_clock_); }
+
+ protected:
+  clockid_t cpu_clock_{};  // set by each server once its thread runs
 };
 
 class palrt_server final : public server {
  public:
-  palrt_server() { manager_.ensure_worker_started(); }
+  palrt_server() {
+    manager_.ensure_worker_started();
+    cpu_clock_ = manager_.invoke(sync::work_priority::normal, [] { return current_thread_cpu_clock(); });
+  }
   ~palrt_server() override { manager_.stop(); }
   std::uint64_t invoke(std::uint64_t x) override {
     return manager_.invoke(sync::work_priority::normal, [x] { return x + 1; });
@@ -105,7 +143,23 @@ struct baseline_call {
 
 class condvar_server final : public server {
  public:
-  condvar_server() : thread_(pal::start_thread({"bench-condvar"}, [this] { loop(); })) {}
+  condvar_server() : thread_(pal::start_thread({"bench-condvar"}, [this] { loop(); })) {
+    std::mutex m;
+    std::condition_variable cv;
+    bool known = false;
+    {
+      std::lock_guard lock(mutex_);
+      queue_.emplace_back([&] {
+        std::lock_guard known_lock(m);
+        cpu_clock_ = current_thread_cpu_clock();
+        known = true;
+        cv.notify_one();
+      });
+    }
+    work_.notify_one();
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return known; });
+  }
   ~condvar_server() override {
     {
       std::lock_guard lock(mutex_);
@@ -171,7 +225,19 @@ class asio_server final : public server {
  public:
   asio_server()
       : guard_(boost::asio::make_work_guard(context_)),
-        thread_(pal::start_thread({"bench-asio"}, [this] { context_.run(); })) {}
+        thread_(pal::start_thread({"bench-asio"}, [this] { context_.run(); })) {
+    std::mutex m;
+    std::condition_variable cv;
+    bool known = false;
+    boost::asio::post(context_, [&] {
+      std::lock_guard known_lock(m);
+      cpu_clock_ = current_thread_cpu_clock();
+      known = true;
+      cv.notify_one();
+    });
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return known; });
+  }
   ~asio_server() override {
     guard_.reset();
     context_.stop();
@@ -290,18 +356,31 @@ double percentile(std::vector<std::uint32_t>& v, double p) {
   return v[k];
 }
 
-// One slice of `budget` for one contender, on every caller.
-void invoke_slice(contender& c, caller_team& team, std::chrono::nanoseconds budget, bool record) {
+// One slice of `budget` for one contender, on every caller. Idle (invoke/idle): each caller
+// makes idle_calls_per_slice calls instead, each after sleeping idle_gap.
+void invoke_slice(contender& c, caller_team& team, std::chrono::nanoseconds budget, bool record, bool idle = false) {
   std::atomic<std::uint64_t> ops{0};
   const std::function<void(int)> fn = [&](int caller) {
     auto& lat = c.latencies[static_cast<std::size_t>(caller)];
-    const std::int64_t end = now_ns() + budget.count();
     std::uint64_t n = 0, x = 0;
-    for (std::int64_t t0 = now_ns(); t0 < end; ++n) {
-      x = c.srv->invoke(x);
-      const std::int64_t t1 = now_ns();
+    const auto keep = [&](std::int64_t t0, std::int64_t t1) {
       if (record && lat.size() < lat.capacity()) lat.push_back(static_cast<std::uint32_t>(std::min<std::int64_t>(t1 - t0, UINT32_MAX)));
-      t0 = t1;
+    };
+    if (idle) {
+      for (; n < idle_calls_per_slice; ++n) {
+        std::this_thread::sleep_for(idle_gap);
+        const std::int64_t t0 = now_ns();
+        x = c.srv->invoke(x);
+        keep(t0, now_ns());
+      }
+    } else {
+      const std::int64_t end = now_ns() + budget.count();
+      for (std::int64_t t0 = now_ns(); t0 < end; ++n) {
+        x = c.srv->invoke(x);
+        const std::int64_t t1 = now_ns();
+        keep(t0, t1);
+        t0 = t1;
+      }
     }
     ops.fetch_add(n, std::memory_order_relaxed);  // relaxed: read after run() returns
   };
@@ -375,31 +454,42 @@ void measure_queue_cases(const bench_settings& settings, bench_report& report, i
   std::minstd_rand shuffler(0x51c);
   std::vector<std::size_t> order{0, 1, 2};
 
-  for (const bool is_invoke : {true, false}) {
-    const char* case_name = is_invoke ? "invoke" : "post";
+  enum class queue_case { invoke, post, idle };
+  for (const queue_case qc : {queue_case::invoke, queue_case::post, queue_case::idle}) {
+    const bool is_invoke = qc != queue_case::post;
+    const char* case_name = qc == queue_case::invoke ? "invoke" : qc == queue_case::post ? "post" : "invoke/idle";
+    // Idle slices take idle_calls_per_slice sleeps of idle_gap each, whatever the budget.
+    const std::int64_t case_slices =
+        qc == queue_case::idle
+            ? std::max<std::int64_t>(1, budget / (3 * idle_calls_per_slice * std::chrono::nanoseconds(idle_gap)))
+            : slices;
     report.progress(std::string(case_name) + " with " + std::to_string(callers) + " calling thread" +
                     (callers == 1 ? "" : "s") + ": 3 variants x " + std::to_string(settings.repetitions()) +
                     " repetitions");
     // Warm-up, discarded: pools and queues grow to their steady size, code and data get hot.
     for (auto& c : contenders) {
       if (is_invoke) {
-        invoke_slice(c, team, budget / 10, false);
+        invoke_slice(c, team, budget / 10, false, qc == queue_case::idle);
       } else {
         post_slice(c, team, budget / 10, false);
       }
     }
-    std::vector<std::vector<double>> p50(3), p99(3), allocs(3), rate(3);
+    std::vector<std::vector<double>> p50(3), p99(3), allocs(3), rate(3), worker_cpu(3);
+    std::vector<std::int64_t> cpu_before(3);
     for (int rep = 0; rep < settings.repetitions(); ++rep) {
       for (auto& c : contenders) {
         for (auto& l : c.latencies) l.clear();
         c.ops = c.allocs = 0;
         c.elapsed_ns = 0;
       }
-      for (std::int64_t s = 0; s < slices; ++s) {
+      // Over the whole repetition, the other variants' slices included: a server that spins
+      // on after its own slice pays for it here.
+      for (std::size_t i = 0; i < contenders.size(); ++i) cpu_before[i] = contenders[i].srv->worker_cpu_ns();
+      for (std::int64_t s = 0; s < case_slices; ++s) {
         std::shuffle(order.begin(), order.end(), shuffler);
         for (const std::size_t i : order) {
           if (is_invoke) {
-            invoke_slice(contenders[i], team, interleave_slice, true);
+            invoke_slice(contenders[i], team, interleave_slice, true, qc == queue_case::idle);
           } else {
             post_slice(contenders[i], team, interleave_slice, true);
           }
@@ -407,6 +497,8 @@ void measure_queue_cases(const bench_settings& settings, bench_report& report, i
       }
       for (std::size_t i = 0; i < contenders.size(); ++i) {
         contender& c = contenders[i];
+        const std::int64_t cpu = c.srv->worker_cpu_ns() - cpu_before[i];
+        worker_cpu[i].push_back(c.ops ? static_cast<double>(cpu) / static_cast<double>(c.ops) : 0.0);
         allocs[i].push_back(c.ops ? static_cast<double>(c.allocs) / static_cast<double>(c.ops) : 0.0);
         if (is_invoke) {
           std::vector<std::uint32_t> all;
@@ -428,12 +520,14 @@ void measure_queue_cases(const bench_settings& settings, bench_report& report, i
         report.add({case_name, v, callers, "p99_ns", median(p99[i])});
         report.progress("  " + v + ": p50 " + format(median(p50[i])) + " ns (repetitions " +
                         format(spread_of(p50[i]).min) + " .. " + format(spread_of(p50[i]).max) + "), p99 " +
-                        format(median(p99[i])) + " ns");
+                        format(median(p99[i])) + " ns, worker CPU " + format(median(worker_cpu[i])) + " ns/op");
       } else {
         report.add({case_name, v, callers, "ops_per_s", median(rate[i])});
-        report.progress("  " + v + ": " + format(median(rate[i])) + " ops/s");
+        report.progress("  " + v + ": " + format(median(rate[i])) + " ops/s, worker CPU " +
+                        format(median(worker_cpu[i])) + " ns/op");
       }
-      report.add({case_name, v, callers, "allocs_per_op", median(allocs[i])});
+      report.add({case_name, v, callers, "worker_cpu_ns_per_op", median(worker_cpu[i])});
+      if (qc != queue_case::idle) report.add({case_name, v, callers, "allocs_per_op", median(allocs[i])});
     }
   }
 }
@@ -506,13 +600,22 @@ void run_invoke(const bench_settings& settings, bench_report& report) {
                        "calling threads, one server thread per variant, pinned to a CPU of its own where there "
                        "are two or more. p50_ns / p99_ns: each call's round trip as its caller sees it, over all "
                        "calls of a repetition; allocs_per_op: heap allocations of the whole process (counting "
-                       "operator new) / calls. Variants interleaved in shuffled 1 ms slices; median of " +
+                       "operator new) / calls; worker_cpu_ns_per_op (invoke, post, invoke/idle): the server "
+                       "thread's CPU time over a whole repetition, other variants' slices included (so a server "
+                       "that spins on after its slice is charged for it), / its variant's calls. Variants "
+                       "interleaved in shuffled 1 ms slices; median of " +
                            std::to_string(settings.repetitions()) + " repetitions.");
   report.describe_case("post",
                        "calling threads queue ++counter to the server thread as fast as it runs them (at most " +
                            std::to_string(max_outstanding_posts) +
                            " outstanding per caller); ops_per_s: functions run / wall time including the final "
                            "drain; allocs_per_op as for invoke.");
+  report.describe_case("invoke/idle",
+                       "as invoke, but each caller sleeps 1 ms before each call (" +
+                           std::to_string(idle_calls_per_slice) +
+                           " calls per slice), so the server has been idle far longer than palrt's spin bound "
+                           "(sync_manager::max_spin, 100 us) and is parked: the round trip includes waking it. p50_ns / p99_ns as for "
+                           "invoke.");
   report.describe_case("wait-any-64",
                        "palrt only: one thread blocked in wait_any over 64 auto-reset events, another, on "
                        "another CPU where there are two, sets one (a different one each time) and waits for an "

@@ -18,13 +18,23 @@
 // item of the highest priority first (work_priority.hpp). post_after() runs an item once a
 // delay has passed. cancel() removes a posted item that has not started.
 //
-// Allocation: none in steady state. Posted items' queue nodes come from a pool (node_pool.hpp)
-// and a function of up to task::inline_size bytes is stored in the node; each calling thread's
-// invoke context (its wait word and queue node) is leased from a thread-local single-slot
-// pool (lease_slot.hpp). A nested invoke (from inside a work item, on the worker) runs the
-// queue until its item is done, with a context of its own: it allocates one, by design.
-// Measured in palrt-bench invoke (docs/BENCHMARKS.md). A thread may invoke() during its exit
-// too, from a thread_local's destructor, whenever that thread_local was made.
+// Allocation and locks: none in steady state. Posted items' queue nodes come from a lock-free
+// pool (node_pool.hpp) and a function of up to task::inline_size bytes is stored in the node;
+// each calling thread's invoke context (its wait word and queue node) is leased from a
+// thread-local single-slot pool (lease_slot.hpp). post() and invoke() hand their node to the
+// worker with a compare-exchange, never a lock, and make a futex wake only when the worker is
+// parked. A nested invoke (from inside a work item, on the worker) runs the queue until its
+// item is done, with a context of its own: it allocates one, by design. A thread may invoke()
+// during its exit too, from a thread_local's destructor, whenever that thread_local was made.
+//
+// Spinning: the worker, out of work, and an invoke() caller, waiting for its result, spin for
+// at most max_spin before they park in the kernel, so that back-to-back calls make no system
+// call; each adapts its spin to how long its recent waits took (down to well under a
+// microsecond when the other side keeps it waiting longer than max_spin). A worker with nothing
+// to do for longer than max_spin parks and uses no CPU. The price: work arriving more often
+// than every max_spin keeps the worker spinning between items, up to a whole CPU, instead of
+// paying a futex wait and wake per item. Measured in palrt-bench invoke (worker_cpu_ns_per_op,
+// invoke/idle; docs/BENCHMARKS.md).
 //
 // An invoke from the worker itself (inside a work item) does not deadlock: it runs the queue,
 // in priority order, until its own item has run. A posted item that throws is counted
@@ -85,11 +95,17 @@ class work_ticket {
       : owner_(owner), node_(node), id_(id) {}
   const internal::worker_state* owner_ = nullptr;  // the manager that issued it
   internal::work_node* node_ = nullptr;
-  std::uint64_t id_ = 0;
+  std::uint64_t id_ = 0;  // the node's generation when posted: a reused node has another
 };
 
 class sync_manager {
  public:
+  // The longest a waiter spins before it parks (see "Spinning" above). Longer than a futex
+  // wake-up of an idle vCPU on the virtual machines palrt is measured on (tens of
+  // microseconds, docs/BENCHMARKS.md): a bound below that could never learn to catch a partner
+  // that had to be woken, and back-to-back calls would settle into two wake-ups per call.
+  static constexpr std::chrono::microseconds max_spin{100};
+
   sync_manager();
   sync_manager(const sync_manager&) = delete;
   sync_manager& operator=(const sync_manager&) = delete;

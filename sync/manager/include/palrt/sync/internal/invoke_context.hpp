@@ -6,8 +6,9 @@
 // stream of invoke() allocates nothing and a nested invoke gets a context of its own.
 //
 // Completion protocol (one writer, one waiter):
-//   caller: word = pending; queue the node; then, to sleep, CAS pending -> sleeping and
-//           futex-wait while the word is `sleeping`; done once it reads `done`.
+//   caller: word = pending; queue the node; spin (adaptive_spin.hpp) while the word reads
+//           `pending`; then, to sleep, CAS pending -> sleeping and futex-wait while the word is
+//           `sleeping`; done once it reads `done`.
 //   worker: run the function; store its exception; exchange(done). Only if the previous value
 //           was `sleeping` does it make the futex syscall. After the exchange it touches the
 //           context no more: the caller may return it to the slot (or free it) at once.
@@ -17,6 +18,7 @@
 #include <cstdint>
 #include <exception>
 
+#include "palrt/sync/internal/adaptive_spin.hpp"
 #include "palrt/sync/task.hpp"
 #include "palrt/sync/internal/work_node.hpp"
 
@@ -29,6 +31,7 @@ struct invoke_context {
   function_ref fn;
   std::exception_ptr error;
   work_node node;
+  adaptive_spin spin;  // the caller's: the context is its thread's, so it learns that thread's calls
 
   // The worker's half: after the function ran (or was cancelled, with `error` set).
   void complete() noexcept;

@@ -1,7 +1,12 @@
 // SPDX-License-Identifier: MIT
-// The sync manager's queue: one intrusive FIFO per priority, and the timers (items posted to
-// run later) in a list sorted by due time. Not synchronised: the worker_state's queue lock
-// guards it. Nothing here allocates; nodes come from the node pool or an invoke context.
+// The worker's own queue: one intrusive FIFO per priority, and the timers (items posted to
+// run later) in a list sorted by due time. Only the worker touches it, so it needs no lock and
+// no atomics; posters reach it through the inbox (work_inbox.hpp), whose items the worker
+// moves here in batches, oldest first. Nothing here allocates; nodes come from the node pool
+// or an invoke context.
+//
+// Cancelled items stay linked until the worker meets them (work_node.hpp, claim protocol):
+// pop_ready() and first_timer() return them like any other, and the worker skips them.
 //
 // Timers are kept sorted by insertion (O(timers) per post_after): palrt's own timers are few,
 // and a sorted list needs no allocation, unlike a heap in a growing array.
@@ -10,6 +15,7 @@
 #include <array>
 #include <cstdint>
 
+#include "palrt/sync/internal/work_inbox.hpp"
 #include "palrt/sync/internal/work_node.hpp"
 #include "palrt/sync/work_priority.hpp"
 
@@ -17,22 +23,23 @@ namespace palrt::sync::internal {
 
 class work_queue {
  public:
-  // Appends to its priority's FIFO.
-  void push_ready(work_node& n) noexcept;
-  // Inserts into the timers by n.due_ns (after those due at the same time).
-  void push_timer(work_node& n) noexcept;
-  // Moves the timers due at `now_ns` to the tails of their FIFOs, then removes and returns
-  // the oldest item of the highest priority; null if none is ready.
-  work_node* pop_ready(std::int64_t now_ns) noexcept;
-  // Removes a queued node (ready or timer).
-  void remove(work_node& n) noexcept;
+  // Appends a list taken from the inbox (oldest first, through `next`): untimed items to
+  // their priority's FIFO, timed ones into the timers.
+  void accept(work_node* oldest_first) noexcept;
+  // Moves the timers due at `now_ns` to the tails of their FIFOs (with timers queued only;
+  // `now_ns` is read by the caller then), then removes and returns the oldest item of the
+  // highest priority, taking from the inbox where needed: a priority's inbox holds items newer
+  // than its FIFO, so it is taken when its FIFO is empty, and the inboxes of the priorities
+  // above the one returned are all looked at first. null if nothing is ready.
+  work_node* pop_ready(work_inbox& inbox, std::int64_t now_ns) noexcept;
+  // The earliest timer (cancelled or not), or null; and its removal.
+  work_node* first_timer() const noexcept { return timers_.head; }
+  void remove_first_timer() noexcept;
   // Removes and returns every node, ready and timers, as a list through `next`.
   work_node* take_all() noexcept;
 
   bool has_ready() const noexcept;
   bool has_timers() const noexcept { return timers_.head != nullptr; }
-  // The earliest timer's due time, or INT64_MAX with none.
-  std::int64_t next_due_ns() const noexcept;
 
  private:
   struct fifo {
@@ -40,11 +47,11 @@ class work_queue {
     work_node* tail = nullptr;
   };
   static void append(fifo& f, work_node& n) noexcept;
-  static void unlink(fifo& f, work_node& n) noexcept;
-  fifo& ready_of(const work_node& n) noexcept { return ready_[static_cast<std::size_t>(n.priority)]; }
+  static work_node* pop_front(fifo& f) noexcept;
+  void insert_timer(work_node& n) noexcept;
 
   std::array<fifo, work_priority_count> ready_{};
-  fifo timers_;
+  fifo timers_;  // doubly linked (prev, next), sorted by due_ns
 };
 
 }  // namespace palrt::sync::internal
