@@ -383,10 +383,15 @@ TEST_CASE_FIXTURE(fixture, "finalizer: a finalizer may create objects and collec
 namespace {
 palrt::pal::wake_event* finalizer_entered = nullptr;
 palrt::pal::wake_event* finalizer_may_return = nullptr;
+// Set once the blocked finalizer is done with the test's events (release): the test's
+// acquire of it orders the detached thread's last touch of them before the test's stack
+// frame goes (seeing the thread gone in /proc is no ordering TSan can see).
+std::atomic<bool> finalizer_done_with_events{false};
 struct blocking : finalizable {
   void finalize() override {
     finalizer_entered->set();
     finalizer_may_return->wait();
+    finalizer_done_with_events.store(true, std::memory_order_release);
   }
 };
 }  // namespace
@@ -418,6 +423,7 @@ TEST_CASE("finalizer: a blocking finalizer cannot hang shutdown; what was left i
   CHECK(finalized == 0);
   // Let the detached thread finish on its own, with the state it kept alive.
   may_return.set();
+  CHECK(palrt::testing::eventually([] { return finalizer_done_with_events.load(std::memory_order_acquire); }));
   CHECK(palrt::testing::eventually([tid] { return !palrt::testing::thread_exists(tid); }));
 }
 
