@@ -94,11 +94,24 @@ std::vector<copy> loaded_copies() {
   return copies;
 }
 
+// How many loaded objects carry the note: no allocation, no string (every process that links
+// palrt runs this at load, on its startup path).
+int count_copies() noexcept {
+  int n = 0;
+  ::dl_iterate_phdr(
+      [](dl_phdr_info* info, std::size_t, void* count) {
+        if (has_palrt_note(*info)) ++*static_cast<int*>(count);
+        return 0;
+      },
+      &n);
+  return n;
+}
+
 // At load, this copy's constructor: says so if another copy is there already.
 [[gnu::constructor]] void look_for_other_copies() {
+  if (count_copies() < 2) return;  // the common case: one walk of the program headers
   try {
     const std::vector<copy> copies = loaded_copies();
-    if (copies.size() < 2) return;
     const copy* me = nullptr;
     const copy* other = nullptr;
     for (const copy& c : copies) {

@@ -98,6 +98,18 @@ pid_t spawn_shell_held(const std::string& script, int* release) {
 
 // --- Work queue ------------------------------------------------------------------------------
 
+// Each item counted its runs in runs[i]: reports what was lost and what ran twice.
+template <class Runs>
+void check_each_ran_once(const Runs& runs) {
+  long lost = 0, doubled = 0;
+  for (const auto& r : runs) {
+    lost += r.load() == 0;
+    doubled += r.load() > 1;
+  }
+  CHECK_MESSAGE(lost == 0, lost << " items never ran");
+  CHECK_MESSAGE(doubled == 0, doubled << " items ran more than once");
+}
+
 TEST_CASE("post: starts the worker lazily and runs the work there") {
   sync::sync_manager m;
   CHECK_FALSE(m.worker_started());
@@ -370,13 +382,7 @@ TEST_CASE("stress: several threads post and invoke at once; every item runs exac
   }
   for (auto& p : posters) p.join();
   m.invoke(work_priority::background, [] {});
-  long lost = 0, doubled = 0;
-  for (const auto& r : runs) {
-    lost += r.load() == 0;
-    doubled += r.load() > 1;
-  }
-  CHECK_MESSAGE(lost == 0, lost << " items never ran");
-  CHECK_MESSAGE(doubled == 0, doubled << " items ran more than once");
+  check_each_ran_once(runs);
   CHECK(wrong_results.load() == 0);
 }
 
@@ -445,13 +451,7 @@ TEST_CASE("post: producers racing a running worker: each item exactly once, each
   }
   for (auto& th : threads) th.join();
   m.invoke(work_priority::background, [] {});
-  long lost = 0, doubled = 0;
-  for (const auto& r : runs) {
-    lost += r.load() == 0;
-    doubled += r.load() > 1;
-  }
-  CHECK_MESSAGE(lost == 0, lost << " items never ran");
-  CHECK_MESSAGE(doubled == 0, doubled << " items ran more than once");
+  check_each_ran_once(runs);
   CHECK_MESSAGE(fifo_breaks == 0, fifo_breaks << " items ran before an earlier item of their producer and priority");
 }
 

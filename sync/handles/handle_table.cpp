@@ -401,6 +401,23 @@ void handle_table::set_secondary(handle h, void* secondary) const noexcept {
 
 handle_kind handle_table::kind(handle h) const noexcept { return block_of(h, "kind")->kind; }
 
+namespace {
+// A sweep's clear of one slot found holding the dead `target`: 1 if it cleared it (and
+// reported it with its secondary), 0 if the slot changed since it was read.
+std::size_t clear_dead(handle_block* block, std::size_t i, void* target, void* on_cleared,
+                       void (*cleared)(void*, void*, void*)) {
+  // Read before clearing: once the primary is cleared, the owner may release the slot and
+  // a new handle reuse it. The slot cannot have been reused for this same target since:
+  // nobody allocates a handle to a dead object.
+  void* secondary = block->secondaries ? block->secondaries[i].load(std::memory_order_acquire) : nullptr;
+  void* expected = target;
+  if (!block->slots[i].compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel, std::memory_order_relaxed))
+    return 0;  // released or retargeted meanwhile: not ours to clear
+  if (cleared) cleared(on_cleared, target, secondary);
+  return 1;
+}
+}  // namespace
+
 std::size_t handle_table::sweep(handle_kind kind, void* is_alive, predicate_fn alive, void* on_cleared,
                                 cleared_fn cleared) {
   if (kind == handle_kind::strong || static_cast<std::size_t>(kind) >= handle_kind_count)
@@ -408,17 +425,9 @@ std::size_t handle_table::sweep(handle_kind kind, void* is_alive, predicate_fn a
   void* const marker = detail::free_slot_marker();
   std::size_t count = 0;
   for_each_used_slot(state_->kinds[static_cast<std::size_t>(kind)], [&](handle_block* block, std::size_t i) {
-    std::atomic<void*>& slot = block->slots[i];
-    void* target = slot.load(std::memory_order_acquire);
+    void* target = block->slots[i].load(std::memory_order_acquire);
     if (!target || target == marker || alive(is_alive, target)) return;
-    // Read before clearing: once the primary is cleared, the owner may release the slot and
-    // a new handle reuse it. The slot cannot have been reused for this same target since:
-    // nobody allocates a handle to a dead object.
-    void* secondary = block->secondaries ? block->secondaries[i].load(std::memory_order_acquire) : nullptr;
-    if (!slot.compare_exchange_strong(target, nullptr, std::memory_order_acq_rel, std::memory_order_relaxed))
-      return;  // released or retargeted meanwhile: not ours to clear
-    ++count;
-    if (cleared) cleared(on_cleared, target, secondary);
+    count += clear_dead(block, i, target, on_cleared, cleared);
   });
   return count;
 }
@@ -461,16 +470,7 @@ std::size_t handle_table::sweep_batched(handle_kind kind, void* is_alive, batch_
   auto flush = [&] {
     alive(is_alive, std::span<void* const>(targets, n), std::span<bool>(live, n));
     for (std::size_t j = 0; j < n; ++j) {
-      if (live[j]) continue;
-      std::atomic<void*>& slot = blocks[j]->slots[indices[j]];
-      // As in sweep(): the secondary first, then the compare-exchange against the target read.
-      void* secondary = blocks[j]->secondaries ? blocks[j]->secondaries[indices[j]].load(std::memory_order_acquire)
-                                               : nullptr;
-      void* target = targets[j];
-      if (!slot.compare_exchange_strong(target, nullptr, std::memory_order_acq_rel, std::memory_order_relaxed))
-        continue;
-      ++count;
-      if (cleared) cleared(on_cleared, targets[j], secondary);
+      if (!live[j]) count += clear_dead(blocks[j], indices[j], targets[j], on_cleared, cleared);
     }
     n = 0;
   };

@@ -23,6 +23,7 @@
 #include <optional>
 #include <vector>
 
+#include <palrt/pal/internal/cpu_relax.hpp>
 #include <palrt/pal/thread_factory.hpp>
 
 #include "bench_affinity.hpp"
@@ -30,14 +31,7 @@
 
 namespace palrt::bench {
 
-// One turn of a spin-wait: tells the CPU (and a hyperthread sibling) that this is a wait.
-inline void cpu_relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
-}
+using pal::internal::cpu_relax;  // one turn of a spin-wait
 
 class thread_team {
  public:

@@ -55,7 +55,7 @@
 // - The cache must outlive its wrappers (each wrapper holding a reference to the module
 //   object or registry that owns the cache keeps it so).
 //
-// Errors are Python's: get_or_create() and adopt() return null with an exception set
+// Errors are Python's: get_or_create() returns null with an exception set
 // (ValueError for a null native pointer, MemoryError when the table cannot grow, or whatever
 // the factory raised), and never throw.
 #pragma once
@@ -108,16 +108,6 @@ class identity_cache {
     PyObject* made = factory(native);
     if (!made) return nullptr;
     return adopt_new(native, made);
-  }
-
-  // Caches `wrapper` (a reference the caller keeps) as the wrapper of `native`, unless it has
-  // a live one already. A new reference to whichever wrapper is cached then, or null with an
-  // exception set.
-  PyObject* adopt(const void* native, PyObject* wrapper) noexcept {
-    assert_gil();
-    if (!native) return null_native();
-    Py_INCREF(wrapper);
-    return adopt_new(native, wrapper);
   }
 
   // From the wrapper's tp_dealloc (first): removes the entry if it maps `native` to

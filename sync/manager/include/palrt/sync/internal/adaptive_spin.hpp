@@ -29,19 +29,12 @@
 
 #include "palrt/core/clock.h"
 #include "palrt/pal/cpu.hpp"
+#include "palrt/pal/internal/cpu_relax.hpp"
 #include "palrt/sync/sync_manager.hpp"
 
 namespace palrt::sync::internal {
 
-// A hint to the CPU that this is a spin loop: on x86 `pause` (lets the sibling hyper-thread
-// run, and avoids the memory-order mis-speculation when the awaited store arrives).
-inline void cpu_relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
-}
+using pal::internal::cpu_relax;
 
 class adaptive_spin {
  public:
