@@ -112,9 +112,9 @@ handle_block* new_block(internal::handle_table_state& state, const handle_table*
   void* memory = std::aligned_alloc(detail::handle_block_bytes, detail::handle_block_bytes);
   if (!memory) throw handle_allocation_error(kind);
   std::atomic<void*>* secondaries = nullptr;
+  const bool indexed = state.dependents != nullptr;
   if (kind == handle_kind::dependent) {
-    secondaries = static_cast<std::atomic<void*>*>(
-        std::malloc(detail::handle_block_slots * sizeof(std::atomic<void*>)));
+    secondaries = static_cast<std::atomic<void*>*>(std::malloc(internal::dependent_side_bytes(indexed)));
     if (!secondaries) {
       std::free(memory);
       throw handle_allocation_error(kind);
@@ -127,6 +127,14 @@ handle_block* new_block(internal::handle_table_state& state, const handle_table*
   block->kind = kind;
   block->secondaries = secondaries;
   for (auto& slot : block->slots) slot.store(detail::free_slot_marker(), std::memory_order_relaxed);
+  if (secondaries && indexed) {
+    internal::dependent_index_node* nodes = internal::dependent_nodes(block);
+    for (std::size_t i = 0; i < detail::handle_block_slots; ++i) {
+      auto* node = new (&nodes[i]) internal::dependent_index_node;
+      node->slot = &block->slots[i];
+      node->secondary = &secondaries[i];
+    }
+  }
   if (PALRT_HANDLE_CHECKS) {
     std::lock_guard lock(state.all_blocks_lock);
     try {
@@ -222,9 +230,12 @@ void for_each_used_slot(const handle_kind_state& k, F&& f) {
 
 }  // namespace
 
-handle_table::handle_table()
+handle_table::handle_table() : handle_table(handle_table_options{}) {}
+
+handle_table::handle_table(handle_table_options options)
     : serial_(next_table_serial.fetch_add(1, std::memory_order_relaxed)),
       state_(std::make_unique<internal::handle_table_state>()) {
+  if (options.index_dependents) state_->dependents = std::make_unique<internal::dependent_index>();
   internal::register_table(serial_, state_.get());
 }
 
@@ -347,6 +358,8 @@ handle handle_table::allocate_slow(handle_kind kind, void* target, void* seconda
     throw std::invalid_argument("palrt: handle_table::allocate: unknown handle kind");
   if (secondary && kind != handle_kind::dependent) [[unlikely]]
     throw std::invalid_argument("palrt: handle_table::allocate: only a dependent handle has a secondary");
+  if (kind == handle_kind::dependent && state_->dependents && state_->made.forked()) [[unlikely]]
+    throw pal::forked_child_error("handle_table::allocate");  // linking takes the index's lock
   std::atomic<void*>* slot;
   const detail::thread_cache_hint hint = detail::current_thread_cache;
   if (hint.serial == serial_ && hint.caches->kinds[k].count > 0) [[likely]]
@@ -357,6 +370,13 @@ handle handle_table::allocate_slow(handle_kind kind, void* target, void* seconda
     handle_block* block = handle_block::of(slot);
     // relaxed: published by the release store of the target below.
     block->secondaries[block->index_of(slot)].store(secondary, std::memory_order_relaxed);
+    if (state_->dependents) {
+      slot->store(target, std::memory_order_release);
+      // After the store: a lookup that finds the node sees its primary. Until it is linked,
+      // the secondary is the caller's (an argument of this call).
+      state_->dependents->link(internal::dependent_nodes(block)[block->index_of(slot)], target);
+      return handle(slot);
+    }
   }
   slot->store(target, std::memory_order_release);
   return handle(slot);
@@ -375,7 +395,16 @@ void* handle_table::release_slow(handle h) noexcept {
   // slot's next owner.
   void* old = h.slot_->exchange(detail::free_slot_marker(), std::memory_order_acq_rel);
   if (old == detail::free_slot_marker()) misuse("release", h.slot_, "the handle was already released");
-  if (block->secondaries) block->secondaries[block->index_of(h.slot_)].store(nullptr, std::memory_order_relaxed);
+  if (block->secondaries) {
+    const std::size_t i = block->index_of(h.slot_);
+    block->secondaries[i].store(nullptr, std::memory_order_relaxed);
+    if (state_->dependents) {
+      // In a fork()ed child the index's lock may be held for good: the slot stays linked (a
+      // lookup skips it: it holds the free marker) and out of circulation.
+      if (state_->made.forked()) return old;
+      state_->dependents->unlink(internal::dependent_nodes(block)[i]);
+    }
+  }
   const detail::thread_cache_hint hint = detail::current_thread_cache;
   if (hint.serial == serial_) {
     handle_cache& cache = hint.caches->kinds[static_cast<std::size_t>(block->kind)];
@@ -497,6 +526,12 @@ void handle_table::visit_slots(handle_kind kind, void* visit, slot_fn fn) const 
   });
 }
 
+std::size_t handle_table::secondaries_of(const void* primary, void* visit, visit_fn fn) const noexcept {
+  if (!state_->dependents) misuse("for_each_secondary_of", primary, "the table was not made with index_dependents");
+  if (!primary) return 0;
+  return state_->dependents->for_each_secondary_of(primary, visit, fn);
+}
+
 namespace {
 // Its address names a thread for the read gate: the closer reads through its own gate.
 thread_local const char gate_thread = 0;
@@ -561,12 +596,13 @@ handle_counters handle_table::counters() const {
     c.blocks += blocks;
     c.bytes += blocks * (detail::handle_block_bytes +
                          (k == static_cast<std::size_t>(handle_kind::dependent)
-                              ? detail::handle_block_slots * sizeof(std::atomic<void*>)
+                              ? internal::dependent_side_bytes(state_->dependents != nullptr)
                               : 0));
     for_each_used_slot(state, [&](handle_block* block, std::size_t i) {
       if (block->slots[i].load(std::memory_order_relaxed) != marker) ++c.handles[k];
     });
   }
+  if (state_->dependents) c.bytes += state_->dependents->bytes();
   return c;
 }
 
@@ -600,6 +636,24 @@ void handle_table_access::set_gated_read_hook(handle_table& table, void (*hook)(
 
 std::unique_lock<std::mutex> handle_table_access::hold_kind_lock(handle_table& table, handle_kind kind) {
   return std::unique_lock(table.state_->kinds[static_cast<std::size_t>(kind)].lock);
+}
+
+void handle_table_access::set_dependent_traversal_hook(handle_table& table, void (*hook)(void*),
+                                                       void* context) noexcept {
+  table.state_->dependents->traversal_hook_context = context;
+  table.state_->dependents->traversal_hook = hook;
+}
+
+std::size_t handle_table_access::dependent_index_buckets(const handle_table& table) noexcept {
+  return table.state_->dependents->bucket_count();
+}
+
+std::size_t handle_table_access::dependent_index_bucket(const handle_table& table, const void* primary) noexcept {
+  return table.state_->dependents->bucket_index(primary);
+}
+
+std::unique_lock<std::mutex> handle_table_access::hold_dependent_index_lock(handle_table& table) {
+  return table.state_->dependents->hold_lock();
 }
 
 }  // namespace palrt::gc::internal

@@ -25,6 +25,12 @@
 //      from (then promote_dependents() again until 0);
 //   4. sweep_weak(weak_long, is_alive) and sweep_weak(dependent, is_alive), then
 //      open_tracking_reads().
+// A collector with no "promote again" loop (Boehm marks what its finalization keeps alive and
+// then sweeps, with no hook in between) makes the table with index_dependents and traces
+// secondaries from its per-object mark procedure instead: marking an object, it asks for
+// that object's secondaries (for_each_secondary_of) and marks and traces each, so a secondary
+// lives exactly while its primary is marked, by whatever marks it, and what the secondary
+// points to is traced like any object's fields. Its sweeps stay the same.
 // palrt's embedded collector (collector.hpp) follows this order with reference counts. Every
 // sweep has a batched form (sweep_weak_batched: the liveness test called once per up to 256
 // targets). A moving collector visits the slots of each kind and relocates their targets
@@ -35,7 +41,7 @@
 // holding any of its locks. These calls take no lock, allocate nothing and may be made then,
 // in every build (a checked build's handle checks included): target, set_target, secondary,
 // set_secondary, kind, sweep_weak, sweep_weak_batched, for_each_strong, promote_dependents,
-// for_each_slot and handle_slot's members, close_tracking_reads, open_tracking_reads,
+// for_each_secondary_of, for_each_slot and handle_slot's members, close_tracking_reads, open_tracking_reads,
 // gated_target and gated_secondary (from the thread that closed the gate), counters (walks
 // every block). Never then: allocate() (a refill takes its kind's lock and may allocate a
 // block) and release() (a full cache returns slots into a shared structure and a thread's
@@ -181,9 +187,20 @@ class handle_slot {
   std::atomic<void*>* secondary_;
 };
 
+struct handle_table_options {
+  // Keep the dependent handles by primary, for for_each_secondary_of(): a lock and a link on
+  // each dependent allocate and release (with the world running), 32 bytes per dependent
+  // slot and a hash table of a pointer or two per dependent handle. A dependent handle's
+  // primary is then set at allocate() only: set_target() and handle_slot::relocate() on a
+  // dependent handle of an indexed table would leave it under its old primary (a moving
+  // collector has a promote-again loop and uses promote_dependents() instead).
+  bool index_dependents = false;
+};
+
 class handle_table {
  public:
   handle_table();
+  explicit handle_table(handle_table_options options);
   handle_table(const handle_table&) = delete;
   handle_table& operator=(const handle_table&) = delete;
   // Every handle should have been released. If some were not, one line on stderr says how
@@ -265,6 +282,19 @@ class handle_table {
                    &call_visit<std::remove_reference_t<Mark>>);
   }
 
+  // For a collector's per-object mark procedure (table made with index_dependents; aborts
+  // otherwise): calls visit(secondary) for the non-null secondary of every dependent handle
+  // whose primary is `primary`, and returns how many. No lock, no allocation: with the world
+  // stopped (parallel markers at once included), or with the world running while the
+  // primary is unreachable to mutators (Boehm's finalization marking) and other threads
+  // allocate and release dependent handles. A traversal that raced a release reads its chain
+  // again, so visit may see a secondary twice (marking is idempotent); one linked the
+  // moment it runs may be missed (its secondary is in the allocating caller's hands).
+  template <class Visit>
+  std::size_t for_each_secondary_of(const void* primary, Visit&& visit) const noexcept {
+    return secondaries_of(primary, erase(visit), &call_visit<std::remove_reference_t<Visit>>);
+  }
+
   // For a moving collector: calls visit(slot) with a handle_slot for every handle of `kind`
   // (each allocated and not released when the walk reaches it), through which the collector
   // reads the target and, having moved it, relocates it (compare-and-swap: a slot released
@@ -340,6 +370,7 @@ class handle_table {
                                           const std::atomic<void*>* primary = nullptr) const noexcept;
   void visit_strong(void* visit, visit_fn) const;
   std::size_t promote(void* is_alive, predicate_fn, void* mark, visit_fn) const;
+  std::size_t secondaries_of(const void* primary, void* visit, visit_fn) const noexcept;
 
   detail::handle_block* block_of(handle h, const char* operation) const noexcept;
   // What the inline fast paths hand over: everything but a slot from or to this thread's

@@ -8,10 +8,12 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <vector>
 
 #include "palrt/gc/internal/block_set.hpp"
+#include "palrt/gc/internal/dependent_index.hpp"
 #include "palrt/pal/internal/fork_generation.hpp"
 #include "palrt/gc/handle_table.hpp"  // with detail/handle_fast_path.hpp
 
@@ -44,6 +46,10 @@ struct handle_kind_state {
 
 struct handle_table_state {
   handle_kind_state kinds[handle_kind_count];
+  // Dependent handles by primary (handle_table_options::index_dependents), or null. An
+  // indexed table's dependent blocks carry a node per slot after their secondaries
+  // (dependent_nodes()).
+  std::unique_ptr<dependent_index> dependents;
   // Every block of the table, for the checked builds' membership test: inserted under the
   // lock, read with none (block_set.hpp).
   std::mutex all_blocks_lock;
@@ -58,6 +64,15 @@ struct handle_table_state {
   // In a fork()ed child the table is its parent's: nothing takes its locks there.
   const pal::internal::fork_stamp made;
 };
+
+// A dependent block's index nodes, after its secondaries (indexed tables only).
+inline dependent_index_node* dependent_nodes(const handle_block* block) noexcept {
+  return reinterpret_cast<dependent_index_node*>(block->secondaries + handle_block_slots);
+}
+inline constexpr std::size_t dependent_side_bytes(bool indexed) noexcept {
+  return handle_block_slots * (sizeof(std::atomic<void*>) + (indexed ? sizeof(dependent_index_node) : 0));
+}
+static_assert(handle_block_slots * sizeof(std::atomic<void*>) % alignof(dependent_index_node) == 0);
 
 // Returns the oldest `n` slots of `cache`, all of the kind `kind`, to their blocks
 // (lock-free: clears their bits).

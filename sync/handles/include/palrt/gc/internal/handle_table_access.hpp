@@ -29,6 +29,14 @@ class handle_table_access {
   // Called by the out-of-line gated read (gated_secondary) between its reads and its second
   // look at the gate: a test closes the gate there. Set it while no gated read runs.
   static void set_gated_read_hook(handle_table& table, void (*hook)(void*), void* context) noexcept;
+  // Called by for_each_secondary_of after each node of a chain it reads (indexed tables):
+  // a test releases and reallocates handles there. Set it while no lookup runs.
+  static void set_dependent_traversal_hook(handle_table& table, void (*hook)(void*), void* context) noexcept;
+  static std::size_t dependent_index_buckets(const handle_table& table) noexcept;
+  // The bucket `primary` falls in (in the index's current table).
+  static std::size_t dependent_index_bucket(const handle_table& table, const void* primary) noexcept;
+  // The index's lock (linking and unlinking take it), held by the caller: "a stopped thread".
+  static std::unique_lock<std::mutex> hold_dependent_index_lock(handle_table& table);
 };
 
 }  // namespace palrt::gc::internal
