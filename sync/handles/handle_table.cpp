@@ -272,6 +272,10 @@ handle_table::~handle_table() {
   }
 }
 
+handle_table_options handle_table::options() const noexcept {
+  return handle_table_options{.index_dependents = state_->dependents != nullptr};
+}
+
 void handle_table::claim_for_collector(const void* owner) {
   if (!owner) throw std::invalid_argument("palrt: handle_table::claim_for_collector: a null collector");
   const void* expected = nullptr;

@@ -213,6 +213,9 @@ class handle_table {
   // pal::forked_child_error when it needs the blocks (see above).
   handle allocate(handle_kind kind, void* target, void* secondary = nullptr);
 
+  // What the table was made with.
+  handle_table_options options() const noexcept;
+
   // Returns the slot to the table and returns the target it held: null if a sweep had
   // cleared it. For a dependent handle this is exact, and it is how the owner learns who owns
   // the secondary: if it returns null, the sweep that cleared the primary reported the

@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""The Boehm host's benchmark: runs palrt-boehm-bench (one process per measurement: Boehm's
+state is process-wide) for every case and variant, interleaved, RUNS times, and adds the
+medians to a palrt-bench-shaped JSON report (component "hosts").
+
+  bench_boehm.py --bench build/tools/hosts/boehm/palrt-boehm-bench [--runs 5] [--json FILE]
+
+Cases and what each measures: bench_boehm.cpp. With --json FILE, rows are appended to the
+report already in FILE (scripts/bench-hosts.sh writes the CPython rows first).
+"""
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+
+CASES = [  # (args, variants)
+    (['--case', 'weak-pair'], ['palrt', 'boehm-links']),
+    (['--case', 'pause'], ['palrt', 'boehm-links', 'none']),
+    (['--case', 'hit', '--threads', '1'], ['palrt', 'boehm-links']),
+    (['--case', 'hit', '--threads', '2'], ['palrt', 'boehm-links']),
+]
+
+
+def measure(bench, args, variant):
+    out = subprocess.run([bench] + args + ['--variant', variant], check=True, capture_output=True, text=True)
+    if out.stderr:
+        sys.stderr.write(out.stderr)
+    return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('--bench', required=True)
+    ap.add_argument('--runs', type=int, default=5)
+    ap.add_argument('--json', metavar='FILE')
+    a = ap.parse_args()
+    if a.runs < 1:
+        ap.error('--runs must be at least 1')
+    samples = {}
+    order = []
+    for run in range(a.runs):
+        for args, variants in CASES:
+            k = run % len(variants)
+            for v in variants[k:] + variants[:k]:  # rotated from run to run
+                for row in measure(a.bench, args, v):
+                    key = (row['case'], row['metric'], row['threads'], row['variant'])
+                    if key not in samples:
+                        order.append(key)
+                    samples.setdefault(key, []).append(row['value'])
+        print(f'bench_boehm: run {run + 1}/{a.runs} done', file=sys.stderr)
+    results = [{'case': c, 'variant': v, 'threads': t, 'metric': m, 'value': statistics.median(samples[(c, m, t, v)]),
+                'samples': samples[(c, m, t, v)]} for (c, m, t, v) in order]
+    machine = {'nproc': len(os.sched_getaffinity(0)), 'kernel': platform.release()}
+    if a.json:
+        report = {'component': 'hosts', 'machine': machine, 'results': []}
+        if os.path.exists(a.json):
+            with open(a.json) as f:
+                report = json.load(f)
+        report['results'] = [r for r in report['results'] if not r['case'].startswith('boehm/')] + results
+        with open(a.json, 'w') as f:
+            json.dump(report, f, indent=1)
+            f.write('\n')
+    print(f'boehm host: medians of {a.runs} runs; nproc {machine["nproc"]}, kernel {machine["kernel"]}')
+    print(f'{"case":24} {"metric":11} {"threads":>7} {"palrt":>12} {"boehm-links":>12} {"none":>12} {"palrt/links":>12} {"palrt/none":>11}')
+    seen = []
+    for (c, m, t, v) in order:
+        if (c, m, t) in seen:
+            continue
+        seen.append((c, m, t))
+        med = {vv: statistics.median(samples[(c, m, t, vv)]) for (cc, mm, tt, vv) in order if (cc, mm, tt) == (c, m, t)}
+        cells = ''.join(f'{med[x]:12.1f}' if x in med else f'{"-":>12}' for x in ('palrt', 'boehm-links', 'none'))
+        r1 = f'{med["palrt"] / med["boehm-links"]:11.2f}x' if 'boehm-links' in med else f'{"-":>12}'
+        r2 = f'{med["palrt"] / med["none"]:10.2f}x' if 'none' in med else f'{"-":>11}'
+        print(f'{c:24} {m:11} {t:7d} {cells} {r1} {r2}')
+
+
+if __name__ == '__main__':
+    main()
