@@ -8,9 +8,11 @@
 #   RUNS=5 scripts/bench-hosts.sh
 #
 # Hosts: the CPython registry module (palrt_registry against pybind11_registry and
-# plain_registry: tools/hosts/cpython/bench_python.py says what each case measures).
-# Needs a release build in build/ with the hosts in it (scripts/build.sh build; the CPython
-# host is built when python3-dev is installed, as scripts/setup.sh does).
+# plain_registry: tools/hosts/cpython/bench_python.py says what each case measures), and the
+# Boehm host (palrt's handles and identity cache inside a Boehm-collected process against
+# Boehm's own disappearing links: tools/hosts/boehm/bench_boehm.cpp).
+# Needs a release build in build/ with the hosts in it (scripts/build.sh build; the hosts are
+# built when python3-dev and libgc-dev are installed, as scripts/setup.sh does).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,6 +27,12 @@ if ! ls "$modules"/palrt_registry.cpython-*.so >/dev/null 2>&1; then
   echo "bench-hosts: $modules/palrt_registry is not built; build first (scripts/build.sh build -Dbuildtype=release; needs python3-dev)" >&2
   exit 1
 fi
+boehm_bench=build/tools/hosts/boehm/palrt-boehm-bench
+if [ ! -x "$boehm_bench" ]; then
+  echo "bench-hosts: $boehm_bench is not built; build first (scripts/build.sh build -Dbuildtype=release; needs libgc-dev)" >&2
+  exit 1
+fi
 mkdir -p results
 "$python" tools/hosts/cpython/bench_python.py --modules "$modules" --runs "$runs" --json results/hosts.json
+"$python" tools/hosts/boehm/bench_boehm.py --bench "$boehm_bench" --runs "$runs" --json results/hosts.json
 echo "bench-hosts: wrote results/hosts.json"

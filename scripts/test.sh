@@ -168,13 +168,28 @@ consumers() {
                LD_LIBRARY_PATH="$2" "$1/shared-host" &&
                LD_LIBRARY_PATH="$2" ldd "$1/shared-host" | grep -q "libpalrt.so.0 => $2/"' _ "$stage" "$(dirname "$pcdir")"
   }
+  # A host on the Boehm collector through palrt-boehm.pc (examples/boehm), when libgc-dev is
+  # there (the adapter is built and installed only then).
+  boehm_host() {
+    local pcdir
+    pcdir=$(find "$stage/root" -name palrt-boehm.pc -printf '%h\n' | head -n 1)
+    [ -n "$pcdir" ] || { echo "test.sh: the install has no palrt-boehm.pc (is libgc-dev installed?)" >&2; return 1; }
+    PKG_CONFIG_SYSROOT_DIR="$stage/root" PKG_CONFIG_PATH="$pcdir" \
+      bash -c 'c++ -std=c++20 -DGC_THREADS examples/boehm/host.cpp -o "$1/boehm-host" $(pkg-config --static --cflags --libs palrt-boehm) &&
+               "$1/boehm-host"' _ "$stage"
+  }
   cmake_host() {
     local package
     package=$(find "$stage/root" -name palrtConfig.cmake -printf '%h\n' | head -n 1)
     [ -n "$package" ] || { echo "test.sh: the install has no palrtConfig.cmake" >&2; return 1; }
     cmake -S examples/host -B "$stage/cmake-build" -G Ninja -Dpalrt_DIR="$package" >/dev/null &&
       cmake --build "$stage/cmake-build" >/dev/null &&
-      "$stage/cmake-build/example-host"
+      "$stage/cmake-build/example-host" &&
+      # palrt::shared: the same host on libpalrt.so, found at run time in the staged libdir.
+      cmake -S examples/host -B "$stage/cmake-shared" -G Ninja -Dpalrt_DIR="$package" -DPALRT_EXAMPLE_SHARED=ON >/dev/null &&
+      cmake --build "$stage/cmake-shared" >/dev/null &&
+      LD_LIBRARY_PATH="$(dirname "$(dirname "$package")")" "$stage/cmake-shared/example-host" &&
+      LD_LIBRARY_PATH="$(dirname "$(dirname "$package")")" ldd "$stage/cmake-shared/example-host" | grep -q "libpalrt.so.0 => "
   }
   subproject_host() {
     meson setup "$stage/host-build" examples/host -Dbuildtype=plain >/dev/null &&
@@ -184,12 +199,13 @@ consumers() {
   if ! { consumer_step "install" install_palrt &&
          consumer_step "pkg-config host" pkgconfig_host &&
          consumer_step "pkg-config host on libpalrt.so" shared_host &&
-         consumer_step "CMake host" cmake_host &&
+         consumer_step "Boehm host (palrt-boehm.pc)" boehm_host &&
+         consumer_step "CMake host (static and shared)" cmake_host &&
          consumer_step "subproject host" subproject_host; }; then
     results+=("FAIL  consumers: $step failed ($(elapsed $started))")
     return 1
   fi
-  results+=("PASS  consumers: install, pkg-config (static and shared), CMake, subproject ($(elapsed $started))")
+  results+=("PASS  consumers: install, pkg-config (static, shared, Boehm), CMake, subproject ($(elapsed $started))")
 }
 
 for s in "${steps[@]}"; do
