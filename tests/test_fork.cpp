@@ -545,6 +545,46 @@ TEST_CASE("fork: a child forked while a handle kind's lock was held gets forked_
   CHECK(p.out.find("child exit=0") != std::string::npos);
 }
 
+PALRT_FRESH_PROCESS(fork_dependent_index_lock_held) {
+  using gc::handle_kind;
+  gc::handle_table table(gc::handle_table_options{.index_dependents = true});
+  int primary = 0, secondary = 0;
+  const gc::handle dep = table.allocate(handle_kind::dependent, &primary, &secondary);
+  const gc::handle spare = table.allocate(handle_kind::dependent, &primary, &secondary);
+  table.release(spare);  // a cached dependent slot: allocate() would not need the blocks
+  {
+    holder h([&table] { return gc::internal::handle_table_access::hold_dependent_index_lock(table); });
+    run_child([&] {
+      int wrong = 0;
+      // The lookup takes no lock: it works, as with the world stopped.
+      std::size_t found = table.for_each_secondary_of(&primary, [](void*) {});
+      std::printf("child: lookup=%zu\n", found);
+      wrong += found != 1;
+      // Linking would take the index's lock, held for good here: refused, not hung.
+      wrong += !throws_forked_child_error("allocate dependent", [&] { table.allocate(handle_kind::dependent, &primary, &secondary); });
+      // Release does not unlink (the slot stays out of use): it returns, and the lookup skips it.
+      void* old = table.release(dep);
+      found = table.for_each_secondary_of(&primary, [](void*) {});
+      std::printf("child: release=%d lookup after=%zu\n", old == &primary, found);
+      wrong += old != &primary || found != 0;
+      return wrong;
+    });
+  }
+  table.release(dep);
+  return 0;
+}
+
+TEST_CASE("fork: a child forked while the dependent index's lock was held looks up and releases, and refuses to "
+          "allocate a dependent handle instead of hanging") {
+  auto p = run_fresh("fork_dependent_index_lock_held");
+  INFO(p.out, p.err);
+  REQUIRE_FALSE(p.timed_out);
+  CHECK(p.out.find("child: lookup=1") != std::string::npos);
+  CHECK(p.out.find("child: allocate dependent: forked_child_error") != std::string::npos);
+  CHECK(p.out.find("child: release=1 lookup after=0") != std::string::npos);
+  CHECK(p.out.find("child exit=0") != std::string::npos);
+}
+
 namespace {
 pal::wake_event* destructor_inside = nullptr;
 pal::wake_event* destructor_leave = nullptr;

@@ -54,8 +54,10 @@
 // with the world running: the world restarts after the mark, the sweeps come at
 // GC_EVENT_RECLAIM_END). The gate closes it: a gated read (gated_target, gated_secondary)
 // waits while the gate is closed, and returns what the sweeps left. target() is the raw read,
-// right for strong and weak_short handles (cleared before the world runs again) and for code
-// that knows no collection is in progress.
+// right for strong handles, for weak_short handles of a host that sweeps them before the
+// world runs again, and for code that knows no collection is in progress. A host that sweeps
+// weak_short handles after the world restarts, to keep them out of the pause (palrt's Boehm
+// binding, palrt/boehm/collector_binding.hpp), has them read through the gate too.
 //
 // Memory: slots live in 1 KiB blocks aligned to their size, 120 slots each, one kind per
 // block, so a handle finds its block (kind, owner, bitmask) by masking its address. A block's
@@ -83,8 +85,11 @@
 // allocate() that the calling thread's cache of free slots can serve works (the forking
 // thread keeps its caches); one that needs the table's blocks throws pal::forked_child_error.
 // The rest takes no lock and works on the child's copy: target, set_target, the secondaries,
-// kind, release, the sweeps, for_each_strong, promote_dependents, for_each_slot, the gate,
-// counters. Destroying it works as anywhere.
+// kind, release, the sweeps, for_each_strong, promote_dependents, for_each_secondary_of,
+// for_each_slot, the gate, counters. In a table made with index_dependents, a dependent
+// handle's allocate() throws pal::forked_child_error there (linking it takes the index's lock)
+// and its release() leaves the slot out of use (unlinking would). Destroying it works as
+// anywhere.
 //
 // Misuse: releasing a handle twice, or releasing (or reading the kind of) a pointer that is
 // not a handle of this table, prints one line to stderr naming the problem and aborts (a
@@ -350,7 +355,12 @@ class handle_table {
   // The callbacks are passed as an address and a typed trampoline, so the walks stay out of
   // line without std::function (no allocation, no copy of the callable).
   template <class F>
-  static void* erase(F& f) noexcept { return const_cast<void*>(static_cast<const void*>(std::addressof(f))); }
+  static void* erase(F& f) noexcept {
+    static_assert(!std::is_function_v<F>,
+                  "palrt::gc::handle_table: pass a lambda or function object, not a function's name "
+                  "(wrap it: [](auto... a) { return f(a...); })");
+    return const_cast<void*>(static_cast<const void*>(std::addressof(f)));
+  }
   template <class F>
   static bool call_predicate(void* f, void* target) { return (*static_cast<F*>(f))(target); }
   template <class F>

@@ -292,6 +292,9 @@ class host_identity_cache {
   // it: see the top of this file.
   template <class IsAliveBatch>
   std::size_t sweep(IsAliveBatch&& is_alive) {
+    static_assert(!std::is_function_v<std::remove_reference_t<IsAliveBatch>>,
+                  "palrt::interop::host_identity_cache::sweep: pass a lambda or function object, not a "
+                  "function's name (wrap it: [](auto w, auto a) { f(w, a); })");
     return core_.sweep(const_cast<void*>(static_cast<const void*>(std::addressof(is_alive))),
                        [](void* f, std::span<void* const> wrappers, std::span<bool> alive) {
                          (*static_cast<std::remove_reference_t<IsAliveBatch>*>(f))(wrappers, alive);
