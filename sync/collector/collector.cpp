@@ -3,11 +3,12 @@
 // life cycle; read_section.hpp and reader_epoch.cpp the grace period).
 //
 // Ownership of an object's `next_` link (one list at a time):
-//   dead list (any thread pushes, collect() takes it all)
+//   dead lists (the dying thread pushes onto its own, collect() takes them all:
+//   dead_lists.cpp)
 //     -> finalization queue (collect() pushes, the finalizer takes)
 //       -> finalized list (the finalizer pushes, collect() takes it all)
 //     -> retired batch (collect() only) -> freed.
-// A resurrected object leaves the lists; it comes back through the dead list when its count
+// A resurrected object leaves the lists; it comes back through a dead list when its count
 // reaches zero again.
 #include "palrt/gc/collector.hpp"
 
@@ -131,13 +132,12 @@ collection_report run_collection(collector_state& c, bool wait) {
   while (report.rounds < 64) {
     ++report.rounds;
     deaths_caused = 0;
-    // Room for this round's batch first: once the dead list is taken, nothing may throw.
+    // Room for this round's batch first: once the dead lists are taken, nothing may throw.
     c.retired.reserve(c.retired.size() + 1);
     collector_state::chain_ref to_retire, to_finalize;
-    // acquire: pairs with the pushers' release (the objects' last writes are visible).
-    // Reversed: the stack holds the latest death first; objects are finalized in the order
-    // they died, which keeps their wait in the queue fair.
-    for (object* o = reversed(c.dead.exchange(nullptr, std::memory_order_acquire)); o;) {
+    // In the order dead_lists.cpp states: each thread's objects in the order they died (which
+    // keeps their wait in the queue fair), thread after thread.
+    for (object* o = c.lists.take_all().first; o;) {
       object* next = detail::object_access::next(*o);
       auto& state = detail::object_access::state(*o);
       auto& flags = detail::object_access::flags(*o);
@@ -193,7 +193,7 @@ collection_report run_collection(collector_state& c, bool wait) {
     report.freed += reclaim(c);
     if (deaths_caused == 0) break;
   }
-  if (deferred.n > 0) collector_state::push(c.dead, deferred.first, deferred.last);
+  if (deferred.n > 0) c.lists.push_shared(deferred.first, deferred.last);
   c.collections.fetch_add(1, std::memory_order_relaxed);
   report.awaiting_grace_period = c.awaiting_grace.load(std::memory_order_relaxed);
   return report;
@@ -417,7 +417,7 @@ collector::~collector() {
     abandon_finalization();
     // Not collect(): a collector being destroyed runs no finalizer (see collector.hpp).
     const collection_report r = internal::run_collection(c, true);
-    if (r.found_dead == 0 && r.queued_for_finalization == 0 && c.dead.load(std::memory_order_acquire) == nullptr &&
+    if (r.found_dead == 0 && r.queued_for_finalization == 0 && c.lists.empty() &&
         c.finalized_list.load(std::memory_order_acquire) == nullptr)
       break;
   }
@@ -431,7 +431,7 @@ collector::~collector() {
                  " awaiting a grace period); they stay allocated\n",
                  alive, alive - n.awaiting_grace_period, n.awaiting_grace_period);
     // Kept for the life of the process: a reference the host drops later pushes onto this
-    // state's dead list, which must stay valid memory (nothing will free those objects).
+    // state's dead lists, which must stay valid memory (nothing will free those objects).
     pal::internal::keep_until_exit(state_);
   }
   c.table.release_collector(state_.get());
@@ -469,7 +469,7 @@ handle_table& collector::handles() noexcept { return state_->table; }
 collector_counters collector::counters() const noexcept {
   const internal::collector_state& c = *state_;
   collector_counters n;
-  for (const auto& shard : c.shards) n.objects_created += shard.created.load(std::memory_order_relaxed);
+  n.objects_created = c.lists.created();
   n.objects_freed = c.freed.load(std::memory_order_relaxed);
   n.collections = c.collections.load(std::memory_order_relaxed);
   n.queued_for_finalization = c.queued_total.load(std::memory_order_relaxed);
