@@ -26,8 +26,11 @@
 //   T1: exchange the shared record's head with null (acquire);
 //   T2: for each published chunk (C'), each record: if its head is not null (relaxed), exchange
 //       it with null (acquire).
-//   The chain collect() handles: each record's list reversed (the order its objects died in),
-//   the records in slot order, then the shared list, reversed, last.
+//   An automatic collection of a thread's own dead (collector.cpp) takes only that thread's
+//   record, as T2 does: a prefix of its deaths, the rest for a later take.
+//   The order collect() handles them in: the records in slot order, each record's objects in
+//   the order they died, then the shared list's, in the order they were pushed. (take_all()
+//   hands the lists over in the reverse of that, latest death first, and collect() prepends.)
 //
 // Why nothing is lost or taken twice:
 //   - A take between a pusher's D1 and D2 changes the head (h -> null), so D2 fails and the
@@ -145,24 +148,6 @@ void free_slots_in_fork_child() noexcept {
   (void)installed;
 }
 
-// Appends `list` (latest death first) to `out` in the order its objects died.
-void append_reversed(dead_lists::taken& out, object* list) noexcept {
-  if (!list) return;
-  object* first = nullptr;
-  object* const last = list;
-  while (list) {
-    object* next = detail::object_access::next(*list);
-    collector_state::link(list, first);
-    first = list;
-    list = next;
-  }
-  if (out.last)
-    collector_state::link(out.last, first);
-  else
-    out.first = first;
-  out.last = last;
-}
-
 // Runs a test's one-shot hook, if one is set.
 void run_hook(std::atomic<const dead_lists::step_hook*>& hook) noexcept {
   // relaxed: tests set hooks before the push or take they aim at, and synchronise with it
@@ -233,21 +218,7 @@ void dead_lists::push(dead_list_record& r, object* o) noexcept {
 
 void dead_lists::push_shared(object* first, object* last) noexcept { collector_state::push(shared_.head, first, last); }
 
-dead_lists::taken dead_lists::take_all() noexcept {
-  // T1, acquire: pairs with the pushers' D2.
-  object* const shared_list = shared_.head.exchange(nullptr, std::memory_order_acquire);
-  run_hook(between_take_steps);
-  taken out;
-  for (auto& cell : chunks_) {
-    dead_list_chunk* chunk = cell.load(std::memory_order_acquire);  // C'
-    if (!chunk) continue;
-    for (dead_list_record& r : chunk->records)
-      // relaxed: a filter (see T2 above); acquire: pairs with the pushers' D2.
-      if (r.head.load(std::memory_order_relaxed)) append_reversed(out, r.head.exchange(nullptr, std::memory_order_acquire));
-  }
-  append_reversed(out, shared_list);
-  return out;
-}
+void dead_lists::run_take_hook() noexcept { run_hook(between_take_steps); }
 
 bool dead_lists::empty() const noexcept {
   // acquire: as a take; the caller (the collector's destructor) may take what it sees.

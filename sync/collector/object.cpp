@@ -33,8 +33,8 @@ void object_access::end_construction() noexcept { constructing = nullptr; }
 void object_access::created(object& o) {
   collector_state& c = *o.collector_;
   // The thread's own record of c (dead_lists.hpp): the count is this thread's, on its line.
-  const std::uint64_t n = c.lists.count_created(c.lists.mine());
-  if (c.options.collect_every != 0 && n % c.options.collect_every == 0) collect_now(c);
+  internal::dead_list_record& mine = c.lists.mine();
+  if (c.lists.count_created(mine, c.options.collect_every)) collect_now(c, mine);
 }
 
 handle_table& object_access::table_of(const object& o) noexcept { return o.collector_->table; }

@@ -21,7 +21,8 @@
 //        memory. What cannot be freed yet is freed by a later collect() or synchronize().
 //   4. A finalized object comes back to the next collect(): unless its finalizer resurrected
 //      it, its long weak handles are cleared and it is retired.
-// Destructors run on the thread that frees (collect()'s caller). Objects that a destructor
+// Destructors run on the thread that frees (collect()'s caller, or the allocating thread for
+// the automatic collections of collector_options). Objects that a destructor
 // or a cleared dependent handle leaves dead are collected by the same collect(), in further
 // rounds, as long as each round finds new ones it caused.
 //
@@ -95,7 +96,12 @@ class collector_access;
 struct collector_options {
   // Collect on the allocating thread about every `collect_every` allocations (each thread
   // counts its own), skipped if another collection is running then (an allocation never
-  // waits for one); 0 (the default): only explicit collect().
+  // waits for one); 0 (the default): only explicit collect(). Seven times in eight such a
+  // collection takes only what died on its own thread, and frees what it can after dropping
+  // the collector's lock, so that threads allocating at once collect at once, each freeing
+  // its own objects on its own CPU; what it retires is freed by a later one of the same
+  // thread (or by collect()), and deaths its destructors cause wait for the next. The eighth
+  // time (and on a thread beyond the 4096th alive), it collects everything, as collect() does.
   std::size_t collect_every = 0;
 };
 

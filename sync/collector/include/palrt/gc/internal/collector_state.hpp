@@ -87,6 +87,9 @@ struct retired_batch {
   std::uint64_t tag;
   object* first;
   std::size_t count;
+  // The record of the thread whose automatic collection retired it, which frees it (or any
+  // collection of everything); null: retired by a collection of everything.
+  const dead_list_record* owner;
 };
 
 struct collector_state {
@@ -125,14 +128,16 @@ struct collector_state {
     std::size_t n = 0;
   };
   static void append(chain_ref& c, object* o) noexcept;
+  static void prepend(chain_ref& c, object* o) noexcept;
   static void link(object* o, object* next) noexcept { o->next_ = next; }
   static void destroy(object* o) noexcept;  // frees the object (its destructor runs)
 };
 
 // make_object's allocation count reached collector_options::collect_every: collect here,
 // unless a collection is running (on this thread or another): allocation never waits. Like
-// collect(), it then runs the finalizers itself if no finalizer thread is attached.
-void collect_now(collector_state& c);
+// collect(), it then runs the finalizers itself if no finalizer thread is attached. `mine`:
+// the calling thread's record (collector.cpp says what it collects).
+void collect_now(collector_state& c, dead_list_record& mine);
 // An object of `c` died: counts deaths that a running collection itself caused (its
 // destructors, its cleared dependent handles), so it knows to run another round.
 void note_death(collector_state& c) noexcept;

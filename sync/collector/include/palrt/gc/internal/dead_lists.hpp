@@ -38,6 +38,11 @@ struct alignas(64) dead_list_record {
   std::atomic<object*> head{nullptr};
   // Objects made by the slot's owners (relaxed: a counter, summed by counters()).
   std::atomic<std::uint64_t> created{0};
+  // The count at which its owner next collects (collector_options::collect_every); 0 until
+  // the first. Only the slot's owner uses it (not on the shared record).
+  std::uint64_t next_collection = 0;
+  // Automatic collections its owners ran (collect_now); only they use it.
+  std::uint32_t automatic_collections = 0;
 };
 
 struct dead_list_chunk {
@@ -73,29 +78,60 @@ class dead_lists {
     return mine_slow();
   }
 
-  // Counts an object made by the calling thread; the thread's count so far.
-  std::uint64_t count_created(dead_list_record& r) noexcept {
+  // Counts an object made by the calling thread; true when the thread's count reaches a
+  // multiple of `collect_every` (0: never), the time for it to collect.
+  bool count_created(dead_list_record& r, std::uint64_t collect_every) noexcept {
     if (&r != &shared_) [[likely]] {
       // One writer, the slot's owner (a later owner synchronised with the last through the
       // slot's claim: dead_lists.cpp), so a load and a store, no read-modify-write.
       // relaxed: a counter.
       const std::uint64_t n = r.created.load(std::memory_order_relaxed) + 1;
       r.created.store(n, std::memory_order_relaxed);
-      return n;
+      if (collect_every == 0) return false;
+      // A comparison, not n % collect_every: a division costs as much as the rest of the count.
+      if (r.next_collection == 0) r.next_collection = (n + collect_every - 1) / collect_every * collect_every;
+      if (n < r.next_collection) return false;
+      r.next_collection = n + collect_every;
+      return true;
     }
-    return r.created.fetch_add(1, std::memory_order_relaxed) + 1;  // relaxed: a counter
+    const std::uint64_t n = r.created.fetch_add(1, std::memory_order_relaxed) + 1;  // relaxed: a counter
+    return collect_every != 0 && n % collect_every == 0;
   }
 
   // Pushes a dead object (D in dead_lists.cpp).
   void push(dead_list_record& r, object* o) noexcept;
 
-  // A chain built by collect(): the objects, in the order they are to be handled.
-  struct taken {
-    object* first = nullptr;
-    object* last = nullptr;
-  };
-  // Takes every list (T1, T2 in dead_lists.cpp). One caller at a time (collect_lock).
-  taken take_all() noexcept;
+  // Takes every list (T1, T2 in dead_lists.cpp) and calls visit(head) for each list taken,
+  // a list being linked through object::next_, latest death first: the shared list first,
+  // then the threads' lists from the highest slot down. So the reverse of the visits' order
+  // is the order dead_lists.cpp promises (thread by thread from the lowest slot, each in the
+  // order its objects died, the shared list last): collect() builds its chains by
+  // prepending, and no pass is spent reversing the lists. One caller at a time
+  // (collect_lock).
+  template <class Visit>
+  void take_all(Visit&& visit) noexcept {
+    // T1, acquire: pairs with the pushers' D2.
+    if (object* list = shared_.head.exchange(nullptr, std::memory_order_acquire)) visit(list);
+    run_take_hook();
+    for (std::size_t c = max_chunks; c-- > 0;) {
+      dead_list_chunk* chunk = chunks_[c].load(std::memory_order_acquire);  // C'
+      if (!chunk) continue;
+      for (std::size_t i = records_per_chunk; i-- > 0;) {
+        dead_list_record& r = chunk->records[i];
+        // T2. relaxed: a filter (dead_lists.cpp); acquire: pairs with the pushers' D2.
+        if (r.head.load(std::memory_order_relaxed))
+          if (object* list = r.head.exchange(nullptr, std::memory_order_acquire)) visit(list);
+      }
+    }
+  }
+  // Takes one record's list (an automatic collection of its own thread's dead:
+  // collector.cpp), as T2 does; visit(head) as for take_all().
+  template <class Visit>
+  void take_one(dead_list_record& r, Visit&& visit) noexcept {
+    // relaxed: a filter; acquire: pairs with the pushers' D2.
+    if (r.head.load(std::memory_order_relaxed))
+      if (object* list = r.head.exchange(nullptr, std::memory_order_acquire)) visit(list);
+  }
   // A push onto the shared list from collect() (objects to take up again next time).
   void push_shared(object* first, object* last) noexcept;
 
@@ -119,6 +155,7 @@ class dead_lists {
 
  private:
   dead_list_record& mine_slow() noexcept;
+  void run_take_hook() noexcept;
 
   // Read-mostly: written once per chunk; every thread's fast path reads it.
   std::array<std::atomic<dead_list_chunk*>, max_chunks> chunks_{};
