@@ -35,7 +35,7 @@
 // finalizer_thread.hpp) means this order. It is weaker than the single dead list palrt had
 // before, which also ordered deaths on different threads when one happened before the other;
 // a host that needs that orders the deaths' collections (a collect() between them).
-// Out of memory for a thread's list (a 4 KiB block per 64 threads and collector), a death
+// Out of memory for a thread's list (an 8 KiB block per 64 threads and collector), a death
 // goes to a shared list and may come out after that thread's later deaths: nothing is lost.
 //
 // Without a finalizer thread (none attached to this collector, none started yet, or stopped:
@@ -96,12 +96,13 @@ class collector_access;
 struct collector_options {
   // Collect on the allocating thread about every `collect_every` allocations (each thread
   // counts its own), skipped if another collection is running then (an allocation never
-  // waits for one); 0 (the default): only explicit collect(). Seven times in eight such a
-  // collection takes only what died on its own thread, and frees what it can after dropping
+  // waits for one); 0 (the default): only explicit collect(). Such a collection takes,
+  // 63 times in 64, only what died on its own thread, and frees what it can after dropping
   // the collector's lock, so that threads allocating at once collect at once, each freeing
   // its own objects on its own CPU; what it retires is freed by a later one of the same
-  // thread (or by collect()), and deaths its destructors cause wait for the next. The eighth
-  // time (and on a thread beyond the 4096th alive), it collects everything, as collect() does.
+  // thread (or by collect()), and deaths its destructors cause wait for the next. The 64th
+  // time (and on a thread beyond the 4096th alive), it collects everything, as collect() does:
+  // what dies on a thread that never allocates waits for that, or for collect().
   std::size_t collect_every = 0;
 };
 

@@ -19,7 +19,7 @@
 
 namespace palrt::gc::internal {
 
-// Records per chunk (a chunk is allocated when the first thread of its slot range uses the
+// Records per chunk (8 KiB, allocated when the first thread of its slot range uses the
 // collector) and chunks per collector: 4096 threads alive at once get a list of their own; a
 // thread beyond that uses the collector's shared list for its life.
 inline constexpr std::uint32_t records_per_chunk = 64;
@@ -30,9 +30,15 @@ inline constexpr std::uint32_t slot_unclaimed = 0xffffffffu;
 // a thread with no slot (4096 others hold theirs, or its exit hook ran): the shared list
 inline constexpr std::uint32_t slot_none = 0xfffffffeu;
 
-// One thread's (a slot's) part of one collector. A line of its own: its owner writes it on
+// Records are 128 bytes apart, not 64: x86's spatial prefetchers pull lines in pairs (Intel
+// since Sandy Bridge; AMD's L2 prefetchers likewise), so two threads' records on the two
+// halves of one pair would share traffic as if they shared a line (crossbeam's CachePadded
+// and folly's hardware_destructive_interference_size use 128 on x86-64 for the same reason).
+inline constexpr std::size_t record_alignment = 128;
+
+// One thread's (a slot's) part of one collector. Lines of its own: its owner writes it on
 // every make_object and every death; a collection reads it once.
-struct alignas(64) dead_list_record {
+struct alignas(record_alignment) dead_list_record {
   // Dead objects, latest first, linked through object::next_. Pushed by the slot's owner
   // (any thread for the shared record), taken whole by collect().
   std::atomic<object*> head{nullptr};
