@@ -23,6 +23,7 @@
 #include "palrt/gc/handle_table.hpp"
 #include "palrt/gc/internal/collector_state.hpp"
 #include "palrt/gc/object.hpp"
+#include "palrt/gc/read_section.hpp"
 #include "palrt/gc/typed_handles.hpp"
 #include "scale.hpp"
 
@@ -371,4 +372,29 @@ TEST_CASE("dead lists: automatic collections free what died on their own thread;
   gc.collect();
   REQUIRE(gc.synchronize());
   CHECK(plain_destroyed == static_cast<int>(10 + own_only + every));
+}
+
+TEST_CASE("dead lists: automatic collections, which free outside the lock and share scans, free nothing while a "
+          "reader that may still reach it is in its read section") {
+  constexpr std::size_t every = 16;
+  handle_table table;
+  collector gc(table, collector_options{.collect_every = every});
+  plain_destroyed = 0;
+  std::latch inside(1), leave(1);
+  std::thread reader([&] {
+    read_section section;
+    inside.count_down();
+    leave.wait();
+  });
+  inside.wait();
+  // Ten automatic collections of this thread's own dead; every batch was retired after the
+  // reader's section began, so neither a scan nor an earlier scan's verdict may pass it.
+  for (std::size_t i = 0; i < 10 * every; ++i) make_object<plain>(gc).reset();
+  CHECK(gc.counters().collections == 10);
+  CHECK(plain_destroyed == 0);
+  CHECK_FALSE(gc.synchronize(std::chrono::milliseconds(1)));  // another thread's scan: the same verdict
+  leave.count_down();
+  reader.join();
+  for (std::size_t i = 0; i < 4 * every; ++i) make_object<plain>(gc).reset();
+  CHECK(plain_destroyed >= static_cast<int>(10 * every));
 }

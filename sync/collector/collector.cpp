@@ -252,8 +252,11 @@ collection_report run_collection(collector_state& c, bool wait, dead_list_record
     std::array<retired_batch, 4> picked;
     const std::size_t n = pick_own_reclaimable(c, own, just_retired, picked);
     lock.unlock();
-    // Still inside the collection for this thread (`collecting`): a destructor's collect()
-    // returns at once, as under the lock.
+    // Between the pick (under the lock) and the frees (after it): no other collection can
+    // free the picked batches (they left c.retired under the lock), and a reader that opens a
+    // section meanwhile cannot reach them (their tags are below a scan's verdict, which does
+    // not expire: reader_epoch.cpp). Still inside the collection for this thread
+    // (`collecting`): a destructor's collect() returns at once, as under the lock.
     std::size_t freed = 0;
     for (std::size_t i = 0; i < n; ++i) freed += destroy_batch(picked[i]);
     c.freed.fetch_add(freed, std::memory_order_relaxed);  // relaxed: counters
