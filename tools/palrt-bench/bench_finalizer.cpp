@@ -526,7 +526,7 @@ void run_create_drop(const bench_settings& settings, bench_report& report, const
 
 void run_finalizer(const bench_settings& settings, bench_report& report) {
   // drain and wait-pending have one thread by nature (the finalizer; the waiting caller):
-  // they run by default and with --threads 1; --threads N > 1 measures sustained alone.
+  // they run by default and with --threads 1; --threads N > 1 measures sustained and create-drop.
   const bool single_thread_cases = !settings.threads || *settings.threads == 1;
   const std::vector<int> sustained_threads = settings.thread_counts({1, 2});
   if (!single_thread_cases) report.progress("drain and wait-pending measure one thread; skipped with --threads > 1");
