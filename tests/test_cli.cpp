@@ -452,7 +452,8 @@ TEST_CASE("palrt-bench: cache --smoke --json parses with palrt beside its design
   CHECK(rows.size() == expected);
 }
 
-TEST_CASE("palrt-bench: finalizer --smoke --json parses with drain, wait-pending and sustained, palrt alone") {
+TEST_CASE("palrt-bench: finalizer --smoke --json parses with drain, wait-pending and sustained (palrt alone) and "
+          "create-drop (palrt beside make-shared and new-delete)") {
   const char* bench = std::getenv("PALRT_TEST_BENCH");
   if (!bench) return;  // built with -Dbench=false
   auto bad = run_process({bench, "finalizer", "--bogus"});
@@ -464,36 +465,50 @@ TEST_CASE("palrt-bench: finalizer --smoke --json parses with drain, wait-pending
   json j = json::parse(r.out);
   CHECK(j.at("component").get<std::string>() == "finalizer");
   CHECK(j.at("machine").at("nproc").get<double>() >= 1);
-  std::set<std::string> rows;
+  std::set<std::string> rows, create_drop;
   for (const auto& row : j.at("results")) {
-    CHECK(row.at("variant").get<std::string>() == "palrt");  // no baseline is set for it
+    const std::string c = row.at("case").get<std::string>();
+    const std::string variant = row.at("variant").get<std::string>();
     const std::string metric = row.at("metric").get<std::string>();
+    const std::string threads = std::to_string(row.at("threads").get<int>());
+    if (c == "create-drop") {
+      create_drop.insert(variant + " " + metric + " " + threads);
+    } else {
+      CHECK(variant == "palrt");  // no baseline is set for the finalizer's cases
+    }
     // The queue may be empty whenever it is looked at, on a fast enough machine.
     if (metric == "queue_high_water") {
       CHECK(row.at("value").get<double>() >= 0);
     } else {
       CHECK(row.at("value").get<double>() > 0);
     }
-    rows.insert(row.at("case").get<std::string>() + " " + metric + " " + std::to_string(row.at("threads").get<int>()));
+    rows.insert(c + " " + metric + " " + threads);
   }
   for (const std::string expected :
        {"drain ops_per_s 1", "wait-pending p50_ns 1", "wait-pending p99_ns 1", "sustained queue_wait_p50_ns 1",
         "sustained queue_wait_p99_ns 1", "sustained queue_high_water 1", "sustained ops_per_s 1",
         "sustained queue_wait_p50_ns 2", "sustained queue_wait_p99_ns 2", "sustained queue_high_water 2",
-        "sustained ops_per_s 2"}) {
+        "sustained ops_per_s 2", "create-drop ns_per_op 1", "create-drop ns_per_op 2"}) {
     CAPTURE(expected);
     CHECK(rows.count(expected) == 1);
   }
-  CHECK(rows.size() == 11);
+  CHECK(rows.size() == 13);
+  for (const std::string expected : {"palrt ns_per_op 1", "make-shared ns_per_op 1", "new-delete ns_per_op 1",
+                                     "palrt ns_per_op 2", "make-shared ns_per_op 2", "new-delete ns_per_op 2"}) {
+    CAPTURE(expected);
+    CHECK(create_drop.count(expected) == 1);
+  }
+  CHECK(create_drop.size() == 6);
 
-  // --threads 2 measures only sustained, at 2 mutator threads.
+  // --threads 2 measures only sustained and create-drop, at 2 threads.
   r = run_process({bench, "finalizer", "--smoke", "--json", "--threads", "2"}, {{}, {}, std::chrono::seconds(120)});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   j = json::parse(r.out);
-  CHECK(j.at("results").size() == 4);
+  CHECK(j.at("results").size() == 4 + 3);
   for (const auto& row : j.at("results")) {
-    CHECK(row.at("case").get<std::string>() == "sustained");
+    const std::string c = row.at("case").get<std::string>();
+    CHECK((c == "sustained" || c == "create-drop"));
     CHECK(row.at("threads").get<int>() == 2);
   }
 }

@@ -38,6 +38,7 @@
 #include "palrt/gc/collector.hpp"
 #include "palrt/gc/finalizer_thread.hpp"
 #include "palrt/gc/handle_table.hpp"
+#include "palrt/gc/internal/collector_state.hpp"
 #include "palrt/gc/internal/handle_table_access.hpp"
 #include "palrt/gc/read_section.hpp"
 #include "palrt/sync/sync_manager.hpp"
@@ -227,6 +228,74 @@ TEST_CASE("fork: a child's grace periods complete although another thread of the
   REQUIRE_FALSE(p.timed_out);
   CHECK(p.out.find("child: freed=1 awaiting=0") != std::string::npos);
   CHECK(p.out.find("child exit=0") != std::string::npos);
+}
+
+// --- The collector's dead lists ------------------------------------------------------------
+
+// The parent has two threads holding a slot of the dead lists at fork() (this one and a
+// parked one, whose list in the parent's collector holds a dead object). In the child only
+// the forking thread's slot stays held; a thread the child starts claims the parked thread's
+// slot and its deaths are collected by a collector made in the child; the parent's collector
+// takes the child's drops and collects nothing (collector.hpp's fork() contract).
+PALRT_FRESH_PROCESS(fork_dead_list_slots) {
+  using gc::internal::collector_access;
+  gc::handle_table parent_table;
+  gc::collector parent_collector(parent_table);
+  const std::uint32_t forking_slot = collector_access::thread_slot();
+  auto kept = gc::make_object<plain>(parent_collector);
+  pal::wake_event claimed, leave;
+  std::uint32_t parked_slot = 0;
+  std::thread parked([&] {
+    gc::make_object<plain>(parent_collector).reset();  // claims its slot; a death on its list
+    parked_slot = collector_access::thread_slot();
+    claimed.set();
+    leave.wait();
+  });
+  claimed.wait();
+  std::printf("parent: slots=%zu parked on its list=%zu\n", collector_access::thread_slots_in_use(),
+              collector_access::dead_on_slot(parent_collector, parked_slot));
+  run_child([&] {
+    int wrong = 0;
+    const std::size_t slots = collector_access::thread_slots_in_use();
+    std::printf("child: slots=%zu forking thread keeps its slot=%d\n", slots,
+                collector_access::thread_slot() == forking_slot);
+    wrong += slots != 1 || collector_access::thread_slot() != forking_slot;
+    gc::handle_table table;
+    gc::collector collector(table);
+    std::uint32_t child_slot = 0;
+    std::thread([&] {
+      child_slot = collector_access::thread_slot();
+      for (int i = 0; i < 3; ++i) gc::make_object<plain>(collector).reset();
+    }).join();
+    const gc::collection_report r = collector.collect();
+    std::printf("child: new thread took the parked thread's slot=%d found=%zu freed=%zu\n",
+                child_slot == parked_slot, r.found_dead, r.freed);
+    wrong += child_slot != parked_slot || r.found_dead != 3 || r.freed != 3;
+    kept.reset();  // onto the parent's collector's list of this slot: nothing is freed there
+    std::printf("child: parent's collector on this thread's list=%zu\n",
+                collector_access::dead_on_slot(parent_collector, forking_slot));
+    wrong += collector_access::dead_on_slot(parent_collector, forking_slot) != 1;
+    wrong += !throws_forked_child_error("collect", [&] { parent_collector.collect(); });
+    return wrong;
+  });
+  leave.set();
+  parked.join();
+  kept.reset();
+  return parent_collector.collect().found_dead == 2 ? 0 : 2;  // the parked thread's and kept
+}
+
+TEST_CASE("fork: a child frees the dead-list slots of the parent's other threads, its threads reuse them, and the "
+          "parent's collector still collects nothing there" * doctest::skip(under_tsan)) {
+  auto p = run_fresh("fork_dead_list_slots");
+  INFO(p.out, p.err);
+  REQUIRE_FALSE(p.timed_out);
+  CHECK(p.out.find("parent: slots=2 parked on its list=1") != std::string::npos);
+  CHECK(p.out.find("child: slots=1 forking thread keeps its slot=1") != std::string::npos);
+  CHECK(p.out.find("child: new thread took the parked thread's slot=1 found=3 freed=3") != std::string::npos);
+  CHECK(p.out.find("child: parent's collector on this thread's list=1") != std::string::npos);
+  CHECK(p.out.find("child: collect: forked_child_error") != std::string::npos);
+  CHECK(p.out.find("child exit=0") != std::string::npos);
+  CHECK(p.exit_code == 0);
 }
 
 // --- The sync manager ----------------------------------------------------------------------

@@ -17,18 +17,12 @@ namespace {
 // (before any member of the derived class is constructed, so a make_object nested in a
 // derived constructor sets it afresh).
 constinit thread_local collector_state* constructing = nullptr;
-// Spreads threads over the allocation counters.
-std::atomic<unsigned> next_shard{0};
-constinit thread_local int shard = -1;
 }  // namespace
 }  // namespace internal
 
 namespace detail {
-using internal::allocation_shards;
 using internal::collector_state;
 using internal::constructing;
-using internal::next_shard;
-using internal::shard;
 
 void object_access::begin_construction(collector& c) noexcept {
   constructing = c.state_.get();  // no shared_ptr copy: two shared atomics per object saved
@@ -38,10 +32,9 @@ void object_access::end_construction() noexcept { constructing = nullptr; }
 
 void object_access::created(object& o) {
   collector_state& c = *o.collector_;
-  if (shard < 0) shard = static_cast<int>(next_shard.fetch_add(1, std::memory_order_relaxed) % allocation_shards);
-  // relaxed: a counter; a shard is (nearly always) one thread's own cache line.
-  const std::uint64_t n = c.shards[static_cast<std::size_t>(shard)].created.fetch_add(1, std::memory_order_relaxed) + 1;
-  if (c.options.collect_every != 0 && n % c.options.collect_every == 0) collect_now(c);
+  // The thread's own record of c (dead_lists.hpp): the count is this thread's, on its line.
+  internal::dead_list_record& mine = c.lists.mine();
+  if (c.lists.count_created(mine, c.options.collect_every)) collect_now(c, mine);
 }
 
 handle_table& object_access::table_of(const object& o) noexcept { return o.collector_->table; }
@@ -65,7 +58,7 @@ void object::died() noexcept {
   // another thread may free it at any moment.
   internal::collector_state& c = *collector_;
   internal::note_death(c);
-  internal::collector_state::push(c.dead, this, this);
+  c.lists.push(c.lists.mine(), this);  // this thread's dead list of c (dead_lists.cpp)
 }
 
 finalizable::finalizable() {
@@ -78,7 +71,7 @@ ref<finalizable> finalizable::resurrect() noexcept {
   if (flags_.load(std::memory_order_relaxed) & internal::resurrected) {
     // Resurrected before in this finalize(): alive only while a reference from then is held.
     // Once they are all dropped (on any thread) the count is zero again and died() has put
-    // the object back on the dead list; raising it from there would leave a live object on
+    // the object back on a dead list; raising it from there would leave a live object on
     // that list, which the next collect() frees. Zero is terminal: a CAS that refuses it
     // (try_add_ref; relaxed, as there: a raise from n > 0 orders nothing else).
     if (try_add_ref()) return ref<finalizable>::adopt(this);

@@ -31,6 +31,16 @@
 //     store was not yet visible while R's loads already ran. After B' returns, every other
 //     thread has executed a full barrier, so B is visible to our scan or R's loads come after.
 //   - R's record reads e <= t: R may hold a pointer into the batch; it waits.
+//
+// Sharing a scan's verdict (known_safe_epoch): each scan publishes what it returned into
+// safe_below, a maximum (F: a compare-exchange, release); a reclaimer that reads v there (F',
+// acquire) may free a batch tagged t < v without a scan of its own, at any time after. The
+// argument above holds for it unchanged: the scan S that returned v (or a larger value) read
+// every record after its barrier, and F' synchronises with S's F (or with a later F, whose
+// compare-exchange continues the release sequence), so what S read happens before the free.
+// The verdict does not expire: a reader that opens a section after S loads after the
+// unlinking (which came before S's E, so before its B'), whatever time passes; and a reader
+// that was inside with e <= t made S return e <= t, not v.
 #include <pthread.h>
 
 #include <algorithm>
@@ -66,6 +76,9 @@ std::atomic<reader_record*> all_readers{nullptr};
 // another thread_local's destructor) gets a record that is never given back, rather than a
 // hook that no longer exists.
 constinit thread_local bool reader_exited = false;
+
+// The largest value a scan returned (F, F' above).
+std::atomic<std::uint64_t> safe_below{1};
 
 // Threads that exited inside a section (relaxed: a counter for the report).
 std::atomic<std::uint64_t> sections_left_open{0};
@@ -185,7 +198,17 @@ std::uint64_t oldest_reader_epoch() {
     const std::uint64_t e = r->epoch.load(std::memory_order_acquire);
     if (e != 0) oldest = std::min(oldest, e);
   }
+  std::uint64_t known = safe_below.load(std::memory_order_relaxed);
+  // F, release: publishes this scan's verdict with what the scan read (see the top of the
+  // file); relaxed on failure: the loop only compares.
+  while (known < oldest &&
+         !safe_below.compare_exchange_weak(known, oldest, std::memory_order_release, std::memory_order_relaxed)) {
+  }
   return oldest;
+}
+
+std::uint64_t known_safe_epoch() noexcept {
+  return safe_below.load(std::memory_order_acquire);  // F': pairs with the scans' F
 }
 
 reader_census count_readers() noexcept {

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 // palrt-bench finalizer: the finalizer thread, fed by the embedded collector.
 //
-// No baseline is set for these cases, so palrt's values are reported alone (one
-// column), in the same format as every component. One handle table, collector and finalizer
-// thread (started as bootstrap starts it, with default options: batches of 256) serve all
-// cases.
+// No baseline is set for the finalizer's cases (all but create-drop), so palrt's values are
+// reported alone (one column), in the same format as every component. One handle table,
+// collector and finalizer thread (started as bootstrap starts it, with default options:
+// batches of 256) serve those cases; create-drop has a collector of its own.
 //
 // Case `drain`, metric ops_per_s, threads 1 (the finalizer thread): objects finalized per
 // second while the finalizer drains a queue of N dead objects with a trivial finalize().
@@ -33,6 +33,20 @@
 // finalizer_counters().pending read right after any of those collect() calls returned (the
 // queue also shrinks while collect() finishes, so the true peak may be a little higher);
 // ops_per_s: objects created (and finalized) per second by all mutators together.
+//
+// Case `create-drop`, metric ns_per_op, threads = threads creating: one op = make_object of a
+// plain (not finalizable) object and the drop of its only reference, which makes it dead
+// (onto the thread's dead list). Collections run as a host's would: the case's own collector
+// collects every `create_drop_collect_every` objects of each thread on that thread
+// (collector_options::collect_every; skipped when another collection runs), so the op's cost
+// includes its share of collections: taking the dead lists, the grace period's barrier, the
+// destructor and the free (of objects made on the other thread too). Baselines, the same loop
+// on an object of the same size: std::make_shared + reset (`make-shared`) and new + delete
+// (`new-delete`): no collector, freed at once by the same thread. ns_per_op = wall time of a
+// slice (first thread's start to last thread's end) / the ops of all threads, the variants'
+// 1 ms slices interleaved (bench_timing.hpp), so perfect scaling halves it. Target: palrt's
+// 2-thread aggregate >= 1.8x one thread (ns_per_op at 2 threads <= 1/1.8 of 1 thread); the
+// verdict is printed under the figures.
 
 #include <sched.h>
 
@@ -43,6 +57,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -75,6 +90,8 @@ using palrt::gc::ref;
 constexpr const char* drain_case = "drain";
 constexpr const char* wait_case = "wait-pending";
 constexpr const char* sustained_case = "sustained";
+constexpr const char* create_drop_case = "create-drop";
+constexpr std::size_t create_drop_collect_every = 4096;  // per thread; see the top of this file
 constexpr std::uint64_t collect_period = 1024;  // objects per mutator between its collect() calls
 constexpr auto finalizer_timeout = std::chrono::seconds(10);
 
@@ -394,9 +411,122 @@ std::string budget_text(const bench_settings& settings) {
   return std::to_string(settings.repetitions()) + " repetitions of " + std::to_string(ms) + " ms";
 }
 
+// --- create-drop ---
+
+// The object of every variant: palrt's object header (a vtable, the count, the collector's
+// fields) and nothing else; the baselines' object has the same size.
+struct plain_object final : palrt::gc::object {};
+struct baseline_object {
+  virtual ~baseline_object() = default;
+  char fields[sizeof(plain_object) - sizeof(void*)] = {};
+};
+
+// Keeps the compiler from proving a baseline's allocation unused (GCC deletes a new/delete
+// pair whose result nobody reads). Applied to every variant alike.
+inline void escape(const void* p) noexcept { asm volatile("" : : "r"(p)); }
+
+template <class Op>
+measured_variant create_drop_variant(std::string name, std::shared_ptr<thread_team> team, Op op) {
+  auto runs = std::make_shared<std::vector<member_run>>(static_cast<std::size_t>(team->size()));
+  return {std::move(name), [team, runs, op](std::chrono::nanoseconds budget) {
+            team->run([&](int member) {
+              member_run& r = (*runs)[static_cast<std::size_t>(member)];
+              r.start = bench_clock::now();
+              const timed_run t = run_for(budget, op);
+              r.end = r.start + t.elapsed;
+              r.ops = t.ops;
+            });
+            return team_result(*runs);
+          }};
+}
+
+// ns_per_op of each variant at each thread count, for the verdict.
+struct create_drop_result {
+  int threads;
+  std::string variant;
+  double ns_per_op;
+};
+
+void run_create_drop(const bench_settings& settings, bench_report& report, const std::vector<int>& thread_counts,
+                     const std::vector<int>& cpus) {
+  report.describe_case(
+      create_drop_case,
+      "one op = make_object of a plain object + the drop of its only reference (it dies onto the thread's dead "
+      "list), with collections running: the case's collector collects every " +
+          std::to_string(create_drop_collect_every) +
+          " objects of each thread, on that thread (collect_every), so the op includes its share of taking the "
+          "dead lists, the grace period, destructors and frees. Baselines, the same loop on an object of the same "
+          "size: make-shared = std::make_shared + reset, new-delete = new + delete. threads = threads doing ops "
+          "at once, each on its own CPU where possible; ns_per_op = slice wall time (first thread's start to last "
+          "thread's end) / ops of all threads, per 1 ms slice, the variants' slices interleaved in shuffled order; "
+          "median of the slices of each of " +
+          budget_text(settings) + " per variant, then median of the repetitions. Target: palrt 2-thread aggregate "
+          ">= 1.8x one thread.");
+  std::vector<create_drop_result> all;
+  for (const int threads : thread_counts) {
+    // A fresh team and collector per thread count: no variant inherits another's warm state.
+    auto team = std::make_shared<thread_team>(threads, cpus, "bench-create");
+    palrt::gc::handle_table table;
+    auto gc = std::make_shared<collector>(table, palrt::gc::collector_options{.collect_every = create_drop_collect_every});
+    std::vector<measured_variant> variants;
+    variants.push_back(create_drop_variant(std::string(palrt_variant), team, [gc] {
+      make_object<plain_object>(*gc).reset();
+    }));
+    variants.push_back(create_drop_variant("make-shared", team, [] {
+      auto p = std::make_shared<baseline_object>();
+      escape(p.get());
+    }));
+    variants.push_back(create_drop_variant("new-delete", team, [] {
+      auto* p = new baseline_object;
+      escape(p);
+      delete p;
+    }));
+    report.progress(std::string(create_drop_case) + " with " + std::to_string(threads) + " thread" +
+                    (threads == 1 ? "" : "s") + " (" + std::to_string(team->pinned()) + " of " +
+                    std::to_string(threads) + " pinned): " + std::to_string(variants.size()) + " variants x " +
+                    std::to_string(settings.repetitions()) + " repetitions");
+    const std::uint64_t collections_before = gc->counters().collections;
+    const auto samples = sample_ns_per_op_interleaved(variants, settings.repetitions(), settings.run_budget());
+    const std::uint64_t collections = gc->counters().collections - collections_before;
+    for (std::size_t i = 0; i < variants.size(); ++i) {
+      const sample_spread s = spread_of(samples[i]);
+      report.add({create_drop_case, variants[i].name, threads, "ns_per_op", s.median});
+      all.push_back({threads, variants[i].name, s.median});
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "  %s: %.2f ns/op (repetitions %.2f .. %.2f)", variants[i].name.c_str(), s.median,
+                    s.min, s.max);
+      report.progress(buf);
+    }
+    report.progress("  palrt: " + std::to_string(collections) + " collections ran during the measurement");
+    gc->collect();
+    (void)gc->synchronize();
+  }
+  const auto find = [&all](int threads, std::string_view variant) -> std::optional<double> {
+    for (const auto& r : all)
+      if (r.threads == threads && r.variant == variant) return r.ns_per_op;
+    return std::nullopt;
+  };
+  char buf[256];
+  for (const std::string_view variant : {std::string_view("make-shared"), std::string_view("new-delete")}) {
+    const auto one = find(1, variant), two = find(2, variant);
+    if (!one || !two) continue;
+    std::snprintf(buf, sizeof buf, "  %.*s 2-thread aggregate %.2fx one thread (for comparison)",
+                  static_cast<int>(variant.size()), variant.data(), *one / *two);
+    report.progress(buf);
+  }
+  const auto one = find(1, palrt_variant), two = find(2, palrt_variant);
+  if (one && two) {
+    const double scaling = *one / *two;
+    std::snprintf(buf, sizeof buf, "palrt 2-thread aggregate %.2fx one thread (target >= 1.80x): %s", scaling,
+                  scaling >= 1.8 ? "met" : "MISSED");
+    report.progress(std::string("target: ") + buf);
+    report.describe_case("targets (create-drop)", std::string(buf) + ".");
+  }
+}
+
 void run_finalizer(const bench_settings& settings, bench_report& report) {
   // drain and wait-pending have one thread by nature (the finalizer; the waiting caller):
-  // they run by default and with --threads 1; --threads N > 1 measures sustained alone.
+  // they run by default and with --threads 1; --threads N > 1 measures sustained and create-drop.
   const bool single_thread_cases = !settings.threads || *settings.threads == 1;
   const std::vector<int> sustained_threads = settings.thread_counts({1, 2});
   if (!single_thread_cases) report.progress("drain and wait-pending measure one thread; skipped with --threads > 1");
@@ -450,14 +580,16 @@ void run_finalizer(const bench_settings& settings, bench_report& report) {
     mutator_cpus.insert(mutator_cpus.end(), plan.load_cpus.begin(), plan.load_cpus.end());
   }
   for (const int threads : sustained_threads) run_sustained(rig, settings, report, threads, mutator_cpus);
+  run_create_drop(settings, report, sustained_threads, mutator_cpus);
 }
 
 }  // namespace
 
 bench_component finalizer_component() {
   return {"finalizer",
-          "Finalizer thread: drain throughput, wait_for_pending_finalizers() latency, and queue wait under "
-          "sustained construction with 1 and 2 mutator threads (palrt alone: no baseline)",
+          "Finalizer thread and collector: drain throughput, wait_for_pending_finalizers() latency, queue wait "
+          "under sustained construction with 1 and 2 mutator threads (palrt alone: no baseline), and "
+          "make_object + drop with collections running at 1 and 2 threads (beside make_shared and new/delete)",
           run_finalizer};
 }
 

@@ -5,8 +5,10 @@
 // Life cycle of an object (object.hpp) belonging to a collector:
 //   1. live: references (ref<T>, strong handles, dependent handles' secondaries) keep it.
 //   2. dead: its count reached zero (terminal: try_get() cannot revive it). The dropping
-//      thread pushed it onto the collector's dead list; nothing is freed yet.
-//   3. collect() takes the dead list and, in the host-GC order of handle_table.hpp:
+//      thread pushed it onto its own dead list of that collector (one per thread, so that
+//      threads making and dropping objects share no cache line); nothing is freed yet.
+//   3. collect() takes every thread's dead list (of threads alive or exited) and, in the
+//      host-GC order of handle_table.hpp:
 //      - clears the short weak handles of every dead object;
 //      - queues the dead objects registered for finalization to the finalizer thread
 //        (finalizer_thread.hpp); they keep their long weak and dependent handles. Without a
@@ -19,9 +21,22 @@
 //        memory. What cannot be freed yet is freed by a later collect() or synchronize().
 //   4. A finalized object comes back to the next collect(): unless its finalizer resurrected
 //      it, its long weak handles are cleared and it is retired.
-// Destructors run on the thread that frees (collect()'s caller). Objects that a destructor
+// Destructors run on the thread that frees (collect()'s caller, or the allocating thread for
+// the automatic collections of collector_options). Objects that a destructor
 // or a cleared dependent handle leaves dead are collected by the same collect(), in further
 // rounds, as long as each round finds new ones it caused.
+//
+// Order. A collect() takes up every object whose death happened before it was called.
+// Objects that died on one thread are finalized (queued, run) in the order they died, whether
+// one collect() finds them or several. Objects that died on different threads
+// have no order between them, except that those one collect() queued are finalized before
+// those a later one queues (the queue is FIFO; a finalized or resurrected object's later
+// passes are ordered by when it died again). "Oldest first" (here and in
+// finalizer_thread.hpp) means this order. It is weaker than the single dead list palrt had
+// before, which also ordered deaths on different threads when one happened before the other;
+// a host that needs that orders the deaths' collections (a collect() between them).
+// Out of memory for a thread's list (an 8 KiB block per 64 threads and collector), a death
+// goes to a shared list and may come out after that thread's later deaths: nothing is lost.
 //
 // Without a finalizer thread (none attached to this collector, none started yet, or stopped:
 // after runtime::shutdown(), say), dead finalizable objects are not left in a queue nobody
@@ -80,8 +95,14 @@ class collector_access;
 
 struct collector_options {
   // Collect on the allocating thread about every `collect_every` allocations (each thread
-  // counts its own, in up to 8 shards), skipped if another collection is running then (an
-  // allocation never waits for one); 0 (the default): only explicit collect().
+  // counts its own), skipped if another collection is running then (an allocation never
+  // waits for one); 0 (the default): only explicit collect(). Such a collection takes,
+  // 63 times in 64, only what died on its own thread, and frees what it can after dropping
+  // the collector's lock, so that threads allocating at once collect at once, each freeing
+  // its own objects on its own CPU; what it retires is freed by a later one of the same
+  // thread (or by collect()), and deaths its destructors cause wait for the next. The 64th
+  // time (and on a thread beyond the 4096th alive), it collects everything, as collect() does:
+  // what dies on a thread that never allocates waits for that, or for collect().
   std::size_t collect_every = 0;
 };
 

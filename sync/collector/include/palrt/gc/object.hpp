@@ -23,9 +23,10 @@
 // except by a finalizer resurrecting its own object (finalizable::resurrect()).
 //
 // Costs: copying a ref is a relaxed increment, dropping one a decrement (acq_rel); the drop
-// that reaches zero also pushes the object onto its collector's dead list (one
-// compare-exchange). Counts are 32-bit: more than 4 billion references to one object is
-// undefined.
+// that reaches zero also pushes the object onto the dropping thread's own dead list of the
+// collector (one compare-exchange on a cache line no other thread writes between
+// collections), so objects made and dropped on different threads scale. Counts are 32-bit:
+// more than 4 billion references to one object is undefined.
 #pragma once
 
 #include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
@@ -97,7 +98,7 @@ class object {
     // finalized or destroyed.
     if (strong_.fetch_sub(1, std::memory_order_acq_rel) == 1) died();
   }
-  void died() noexcept;  // hands the object to its collector's dead list
+  void died() noexcept;  // hands the object to this thread's dead list of its collector
 
   std::atomic<std::uint32_t> strong_{1};
   // Finalization flags and the collector's state for this object (collector.cpp).

@@ -21,6 +21,7 @@
 
 #include "palrt/pal/internal/fork_generation.hpp"
 #include "palrt/gc/collector.hpp"
+#include "palrt/gc/internal/dead_lists.hpp"
 #include "palrt/gc/object.hpp"
 
 namespace palrt::gc::internal {
@@ -86,11 +87,9 @@ struct retired_batch {
   std::uint64_t tag;
   object* first;
   std::size_t count;
-};
-
-inline constexpr std::size_t allocation_shards = 8;
-struct alignas(64) allocation_shard {
-  std::atomic<std::uint64_t> created{0};  // relaxed: a counter; summed for reports
+  // The record of the thread whose automatic collection retired it, which frees it (or any
+  // collection of everything); null: retired by a collection of everything.
+  const dead_list_record* owner;
 };
 
 struct collector_state {
@@ -100,8 +99,10 @@ struct collector_state {
   // In a fork()ed child the collector is its parent's (collector.hpp, "After fork()").
   const pal::internal::fork_stamp made;
 
-  // Lock-free stacks (object::next_): pushed by any thread, taken whole by collect().
-  std::atomic<object*> dead{nullptr};
+  // The dead lists, one per thread, with each thread's count of objects made
+  // (dead_lists.cpp): pushed by the dying thread, taken all together by collect().
+  dead_lists lists;
+  // A lock-free stack (object::next_): pushed by the finalizer, taken whole by collect().
   std::atomic<object*> finalized_list{nullptr};
   finalization_queue finalization;
 
@@ -111,7 +112,6 @@ struct collector_state {
   std::atomic<std::uint64_t> freed{0};
   std::atomic<std::uint64_t> collections{0};
   std::atomic<std::uint64_t> queued_total{0};
-  std::array<allocation_shard, allocation_shards> shards;
 
   // collect() runs the queue itself while no finalizer thread consumes it (collector.cpp):
   // requests since the running drain began (0: none runs), and what those drains did.
@@ -128,14 +128,16 @@ struct collector_state {
     std::size_t n = 0;
   };
   static void append(chain_ref& c, object* o) noexcept;
+  static void prepend(chain_ref& c, object* o) noexcept;
   static void link(object* o, object* next) noexcept { o->next_ = next; }
   static void destroy(object* o) noexcept;  // frees the object (its destructor runs)
 };
 
 // make_object's allocation count reached collector_options::collect_every: collect here,
 // unless a collection is running (on this thread or another): allocation never waits. Like
-// collect(), it then runs the finalizers itself if no finalizer thread is attached.
-void collect_now(collector_state& c);
+// collect(), it then runs the finalizers itself if no finalizer thread is attached. `mine`:
+// the calling thread's record (collector.cpp says what it collects).
+void collect_now(collector_state& c, dead_list_record& mine);
 // An object of `c` died: counts deaths that a running collection itself caused (its
 // destructors, its cleared dependent handles), so it knows to run another round.
 void note_death(collector_state& c) noexcept;
@@ -155,10 +157,41 @@ class finalization_access {
   static std::string describe(std::exception_ptr error);
 };
 
-// The finalizer's way into a collector.
+// The finalizer's way into a collector, and the tests'.
 class collector_access {
  public:
   static std::shared_ptr<collector_state> state(const collector& c) noexcept { return c.state_; }
+
+  // --- for tests: the dead lists (dead_lists.cpp) ---
+  // The calling thread's slot (claimed now if it has none yet): slot_none, or < max_thread_slots.
+  static std::uint32_t thread_slot() noexcept {
+    return current_thread_slot == slot_unclaimed ? claim_thread_slot() : current_thread_slot;
+  }
+  static std::size_t thread_slots_in_use() noexcept { return internal::thread_slots_in_use(); }
+  // Objects on a slot's list of `c`, or on its shared list. Only while nothing pushes onto it
+  // or collects.
+  static std::size_t dead_on_slot(const collector& c, std::uint32_t slot) noexcept {
+    const dead_list_record* r = c.state_->lists.record_of_slot(slot);
+    return r ? length(*r) : 0;
+  }
+  static std::size_t dead_on_shared_list(const collector& c) noexcept { return length(c.state_->lists.shared()); }
+  // One-shot hooks between the two steps of the next push (D1, D2) and of the next take (T1,
+  // T2) of `c`; `hook` must outlive that push or take.
+  static void hook_next_push(collector& c, const dead_lists::step_hook& hook) noexcept {
+    // release: the hook's fields, for the pusher's acquire exchange.
+    c.state_->lists.between_push_steps.store(&hook, std::memory_order_release);
+  }
+  static void hook_next_take(collector& c, const dead_lists::step_hook& hook) noexcept {
+    c.state_->lists.between_take_steps.store(&hook, std::memory_order_release);  // release: as above
+  }
+
+ private:
+  static std::size_t length(const dead_list_record& r) noexcept {
+    std::size_t n = 0;
+    // acquire: the objects as their pushers linked them.
+    for (const object* o = r.head.load(std::memory_order_acquire); o; o = detail::object_access::next(*o)) ++n;
+    return n;
+  }
 };
 
 }  // namespace palrt::gc::internal

@@ -20,6 +20,12 @@ std::uint64_t retire_epoch() noexcept;
 // safe (reader_epoch.cpp has the argument).
 std::uint64_t oldest_reader_epoch();
 
+// The largest value any oldest_reader_epoch() returned so far, in any thread (1 before the
+// first): a batch tagged below it may be freed now, with no scan of its own. A scan's verdict
+// never expires (reader_epoch.cpp), so a reclaimer that can wait may let other threads' scans
+// serve it and save its own barrier.
+std::uint64_t known_safe_epoch() noexcept;
+
 // Readers registered so far (threads that ever opened a section), and of them in use.
 struct reader_census {
   std::size_t records = 0;
