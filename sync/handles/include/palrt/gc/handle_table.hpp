@@ -70,11 +70,11 @@
 // handle's release, and every release in a checked build, is an atomic exchange instead (out
 // of line).
 // A cache moves free slots 128 at a time: a full one returns a batch to its kind's depot and
-// an empty one refills a batch from it, one compare-exchange each way on the shard of the CPU
-// the thread runs on (internal/batch_depot.hpp), so threads whose working sets exceed their
-// caches scale instead of taking turns; only when the depot has no batch does a refill take
-// the kind's lock and claim slots from the blocks (or add a block), and only when it has no
-// room does a return go back to the blocks. A free slot in a thread's cache or in the depot
+// an empty one refills a batch from it, each batch moved with one compare-exchange on the
+// shard of the CPU the thread runs on (internal/batch_depot.hpp), so threads whose working
+// sets exceed their caches scale instead of taking turns; only when the depot has no batch
+// does a refill take the kind's lock and claim slots from the blocks (or add a block), and
+// only when it has no room does a return go back to the blocks. A free slot in a thread's cache or in the depot
 // still has its bit set and holds a reserved "free" marker, which sweeps skip; the depot
 // holds about 8 batches per CPU at most, which bounds what sweeps read beyond live handles.
 // Blocks are never returned while the table lives (the table's size is its high-water mark),
