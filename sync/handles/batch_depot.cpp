@@ -202,6 +202,19 @@ bool batch_depot::take(detail::handle_cache& cache) noexcept {
   return true;
 }
 
+void batch_depot::force_home_shard(int shard) noexcept { forced_home_shard = shard; }
+
+std::size_t batch_depot::full_batches() const noexcept {
+  std::size_t n = 0;
+  for (std::size_t s = 0; s <= shard_mask_; ++s) {
+    // relaxed: no other thread uses the depot meanwhile (the caller's precondition).
+    for (std::uint32_t i = index_of(shards_[s].full.load(std::memory_order_relaxed)); i != no_batch;
+         i = at(i).next.load(std::memory_order_relaxed))
+      ++n;
+  }
+  return n;
+}
+
 std::size_t batch_depot::bytes() const noexcept {
   return made_.load(std::memory_order_relaxed) * sizeof(batch) + (shard_mask_ + 1) * sizeof(shard);
 }

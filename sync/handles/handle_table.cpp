@@ -644,6 +644,13 @@ std::size_t handle_table_access::cached_free_slots(const handle_table& table, ha
   return caches ? caches->kinds[static_cast<std::size_t>(kind)].count : 0;
 }
 
+std::vector<const void*> handle_table_access::cached_slots(const handle_table& table, handle_kind kind) {
+  handle_table_caches* caches = thread_caches_slow(table.serial_);
+  if (!caches) return {};
+  const handle_cache& cache = caches->kinds[static_cast<std::size_t>(kind)];
+  return std::vector<const void*>(cache.slots, cache.slots + cache.count);  // (not a list of two)
+}
+
 std::size_t handle_table_access::slots_per_block() noexcept { return handle_block_slots; }
 
 std::unique_lock<std::mutex> handle_table_access::hold_all_blocks_lock(handle_table& table) {
@@ -679,6 +686,39 @@ std::size_t handle_table_access::dependent_index_bucket(const handle_table& tabl
 
 std::unique_lock<std::mutex> handle_table_access::hold_dependent_index_lock(handle_table& table) {
   return table.state_->dependents->hold_lock();
+}
+
+void handle_table_access::use_depot(handle_table& table, handle_kind kind, std::size_t shards,
+                                    std::size_t max_batches) {
+  table.state_->kinds[static_cast<std::size_t>(kind)].depot = std::make_unique<batch_depot>(shards, max_batches);
+}
+
+std::size_t handle_table_access::depot_shards(const handle_table& table, handle_kind kind) noexcept {
+  return table.state_->kinds[static_cast<std::size_t>(kind)].depot->shard_count();
+}
+
+std::size_t handle_table_access::depot_capacity(const handle_table& table, handle_kind kind) noexcept {
+  return table.state_->kinds[static_cast<std::size_t>(kind)].depot->max_batches();
+}
+
+std::size_t handle_table_access::depot_full_batches(const handle_table& table, handle_kind kind) noexcept {
+  return table.state_->kinds[static_cast<std::size_t>(kind)].depot->full_batches();
+}
+
+void handle_table_access::set_depot_home_shard(int shard) noexcept { batch_depot::force_home_shard(shard); }
+
+void handle_table_access::set_depot_pop_hook(handle_table& table, handle_kind kind, void (*hook)(void*),
+                                             void* context) noexcept {
+  batch_depot& depot = *table.state_->kinds[static_cast<std::size_t>(kind)].depot;
+  if (hook) depot.pop_hook_context = context;  // clearing leaves it for a caller inside the hook
+  depot.pop_hook.store(hook, std::memory_order_release);  // release: the context before the hook
+}
+
+void handle_table_access::set_depot_transit_hook(handle_table& table, handle_kind kind, void (*hook)(void*),
+                                                 void* context) noexcept {
+  batch_depot& depot = *table.state_->kinds[static_cast<std::size_t>(kind)].depot;
+  if (hook) depot.transit_hook_context = context;  // clearing leaves it for a caller inside the hook
+  depot.transit_hook.store(hook, std::memory_order_release);  // release: the context before the hook
 }
 
 }  // namespace palrt::gc::internal

@@ -76,6 +76,11 @@ class batch_depot {
   static constexpr std::uint32_t first_chunk = 8;  // chunk k holds first_chunk << k batches
   static constexpr int max_chunks = 16;
 
+  // Tests: the calling thread's home shard in every depot (-1: its CPU's, as normally).
+  static void force_home_shard(int shard) noexcept;
+  // Tests, with no thread using the depot: full batches on all shards.
+  std::size_t full_batches() const noexcept;
+
   batch& at(std::uint32_t index) const noexcept;
   batch* pop(std::atomic<std::uint64_t>& head) noexcept;
   void push(std::atomic<std::uint64_t>& head, batch& first, batch& last) noexcept;
