@@ -18,9 +18,13 @@
 #include "palrt/gc/handle_table.hpp"
 #include "palrt/gc/internal/handle_table_access.hpp"
 #include "scale.hpp"
+#include "stall_point.hpp"
 
 using namespace palrt::gc;
 using palrt::gc::internal::handle_table_access;
+using palrt::testing::stall_here;
+using palrt::testing::stall_hook;
+using palrt::testing::stall_point;
 
 namespace {
 
@@ -81,20 +85,6 @@ void check_every_slot_allocatable(handle_table& table) {
   CHECK(table.counters().blocks == before.blocks);  // no slot was missing: the table did not grow
   for (handle h : all) table.release(h);
   CHECK(total(table.counters()) == 0);
-}
-
-// Stalls one thread, once, where a depot hook runs: the thread arms it (stall_here), the test
-// waits for `paused`, acts, then releases `resume`.
-struct stall {
-  std::binary_semaphore paused{0}, resume{0};
-};
-thread_local bool stall_here = false;
-void stall_hook(void* context) {
-  if (!stall_here) return;
-  stall_here = false;
-  auto* s = static_cast<stall*>(context);
-  s->paused.release();
-  s->resume.acquire();
 }
 
 }  // namespace
@@ -190,7 +180,7 @@ TEST_CASE("handle depot: a pop stalled between reading the top's successor and i
   handle_table_access::use_depot(table, kind, 2, 8);  // one chunk of containers: made on the first return
   const std::size_t containers = handle_table_access::depot_capacity(table, kind);
   const auto batches = [&] { return handle_table_access::depot_full_batches(table, kind); };
-  stall s;
+  stall_point s;
   handle_table_access::set_depot_pop_hook(table, kind, &stall_hook, &s);
   cell c;
   std::vector<handle> m_live;
@@ -300,7 +290,7 @@ void check_batch_in_transit(bool in_refill) {
     }
   };
 
-  stall s;
+  stall_point s;
   handle_table_access::set_depot_transit_hook(table, kind, &stall_hook, &s);
   std::binary_semaphore t_finish{0};
   const void* t_slot = nullptr;  // in a refill: T's allocation after it resumed
