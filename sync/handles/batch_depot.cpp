@@ -59,6 +59,7 @@
 // is one compare-exchange).
 #include "palrt/gc/internal/batch_depot.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <new>
@@ -86,8 +87,9 @@ batch_depot::batch_depot(std::size_t shards, std::size_t max_batches) {
   std::size_t cap = first_chunk;
   for (int k = 1; k < max_chunks && cap < max_batches; ++k) cap += std::size_t{first_chunk} << k;
   max_batches_ = cap;
-  shards_ = new shard[shards];
+  shards_ = std::make_unique<shard[]>(shards);
   for (std::size_t s = 0; s < shards; ++s) {
+    // relaxed: the depot reaches other threads with the table that owns it.
     shards_[s].full.store(no_batch, std::memory_order_relaxed);
     shards_[s].empty.store(no_batch, std::memory_order_relaxed);
   }
@@ -100,7 +102,6 @@ batch_depot::~batch_depot() {
     if (!chunk) break;
     ::operator delete[](chunk, std::align_val_t{alignof(batch)});
   }
-  delete[] shards_;
 }
 
 batch_depot::batch& batch_depot::at(std::uint32_t index) const noexcept {
@@ -118,6 +119,7 @@ batch_depot::batch* batch_depot::pop(std::atomic<std::uint64_t>& head) noexcept 
     batch& top = at(index_of(h));
     // N, relaxed: a stale next means the top moved, and the tag makes the exchange fail.
     const std::uint32_t next = top.next.load(std::memory_order_relaxed);
+    // acquire: the hook's context, stored before it (tests only).
     if (auto hook = pop_hook.load(std::memory_order_acquire)) [[unlikely]]
       hook(pop_hook_context);
     // P' (acquire on both outcomes: on failure h is reloaded, as H').
@@ -182,6 +184,7 @@ bool batch_depot::put(detail::handle_cache& cache) noexcept {
   if (!b) b = make_containers(shards_[home]);
   if (!b) return false;
   std::memcpy(b->slots, cache.slots, sizeof b->slots);
+  // acquire: as for pop_hook (tests only).
   if (auto hook = transit_hook.load(std::memory_order_acquire)) [[unlikely]]
     hook(transit_hook_context);
   std::memmove(cache.slots, cache.slots + batch_slots, (cache.count - batch_slots) * sizeof(cache.slots[0]));
@@ -194,6 +197,7 @@ bool batch_depot::take(detail::handle_cache& cache) noexcept {
   const std::size_t home = home_shard();
   batch* b = pop_any(&shard::full, home);
   if (!b) return false;
+  // acquire: as for pop_hook (tests only).
   if (auto hook = transit_hook.load(std::memory_order_acquire)) [[unlikely]]
     hook(transit_hook_context);
   std::memcpy(cache.slots + cache.count, b->slots, sizeof b->slots);
@@ -216,6 +220,7 @@ std::size_t batch_depot::full_batches() const noexcept {
 }
 
 std::size_t batch_depot::bytes() const noexcept {
+  // relaxed: a statistic (counters() is a snapshot).
   return made_.load(std::memory_order_relaxed) * sizeof(batch) + (shard_mask_ + 1) * sizeof(shard);
 }
 

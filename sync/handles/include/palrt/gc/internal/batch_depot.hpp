@@ -26,6 +26,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "palrt/gc/detail/handle_fast_path.hpp"
 
@@ -88,7 +89,7 @@ class batch_depot {
   batch* make_containers(shard& home) noexcept;
   std::size_t home_shard() const noexcept;
 
-  shard* shards_;
+  std::unique_ptr<shard[]> shards_;
   std::size_t shard_mask_;
   std::size_t max_batches_;
   std::atomic<batch*> chunks_[max_chunks] = {};
