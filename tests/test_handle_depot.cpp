@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstdint>
 #include <semaphore>
 #include <set>
@@ -17,6 +18,7 @@
 
 #include "palrt/gc/handle_table.hpp"
 #include "palrt/gc/internal/handle_table_access.hpp"
+#include "palrt/pal/cpu.hpp"
 #include "scale.hpp"
 #include "stall_point.hpp"
 
@@ -383,6 +385,15 @@ TEST_CASE("handle depot: a thread stalled returning a batch keeps its slots out 
 TEST_CASE("handle depot: a thread stalled refilling a batch keeps its slots out of sweeps, iteration, counters "
           "and other threads' hands, across another thread's exit") {
   check_batch_in_transit(true);
+}
+
+TEST_CASE("handle depot: a table's depot has a shard per CPU, and room for 8 batches per shard") {
+  handle_table table;
+  const std::size_t cpus = static_cast<std::size_t>(palrt::pal::online_cpus());
+  for (handle_kind k : {handle_kind::strong, handle_kind::weak_short, handle_kind::weak_long, handle_kind::dependent}) {
+    CHECK(handle_table_access::depot_shards(table, k) == std::min<std::size_t>(std::bit_ceil(cpus), 64));
+    CHECK(handle_table_access::depot_capacity(table, k) >= 8 * handle_table_access::depot_shards(table, k));
+  }
 }
 
 TEST_CASE("handle depot: returns beyond the depot's room go back to the blocks, and every slot is allocatable again") {
