@@ -250,8 +250,9 @@ handle_table::handle_table(handle_table_options options)
       state_(std::make_unique<internal::handle_table_state>()) {
   if (options.index_dependents) state_->dependents = std::make_unique<internal::dependent_index>();
   // A shard per CPU (a power of two, at most batch_depot::max_shards); room for 8 batches of
-  // free slots per shard, about a working set of 1024 handles per CPU beyond the caches, before
-  // returns go back to the blocks (a sweep reads the markers of free slots in the depot).
+  // free slots per shard (up to 16: containers come in whole chunks), a working set of about
+  // 1024 handles per CPU beyond the caches, before returns go back to the blocks (a sweep
+  // reads the markers of free slots in the depot).
   const auto shards = std::bit_ceil(static_cast<std::size_t>(std::max(1, pal::online_cpus())));
   for (auto& k : state_->kinds) k.depot = std::make_unique<internal::batch_depot>(shards, 8 * shards);
   internal::register_table(serial_, state_.get());
