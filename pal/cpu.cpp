@@ -71,6 +71,11 @@ int processor_count() noexcept {
   return cpu_access::processor_count(n, cgroup_cpu_max());
 }
 
+int current_cpu() noexcept {
+  const int cpu = sched_getcpu();
+  return cpu >= 0 ? cpu : 0;
+}
+
 namespace internal {
 
 std::optional<cgroup_cpu_limit> cpu_access::parse_cgroup_cpu_max(std::string_view text) {

@@ -36,6 +36,23 @@ TEST_CASE("cpu: processor_count honours the affinity mask") {
   CHECK(pal::processor_count() == all);
 }
 
+TEST_CASE("cpu: current_cpu names the CPU a thread pinned to one runs on, for each CPU of its mask") {
+  cpu_set_t saved;
+  REQUIRE(sched_getaffinity(0, sizeof saved, &saved) == 0);
+  int pinned = 0;
+  for (int c = 0; c < CPU_SETSIZE && pinned < 4; ++c) {
+    if (!CPU_ISSET(c, &saved)) continue;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(c, &one);
+    REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);  // the kernel moves the thread before returning
+    CHECK(pal::current_cpu() == c);
+    ++pinned;
+  }
+  REQUIRE(sched_setaffinity(0, sizeof saved, &saved) == 0);
+  CHECK(pinned >= 1);
+}
+
 TEST_CASE("cpu: online_cpus matches the kernel's count") {
   CHECK(pal::online_cpus() == static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
 }

@@ -48,6 +48,7 @@
 #include "palrt/sync/thread_handle.hpp"
 #include "palrt/sync/mutex.hpp"
 #include "palrt/sync/event.hpp"
+#include "stall_point.hpp"
 #include "subprocess.hpp"
 
 using namespace std::chrono_literals;
@@ -612,6 +613,64 @@ TEST_CASE("fork: a child forked while a handle kind's lock was held gets forked_
   CHECK(p.out.find("child: cached allocate=1") != std::string::npos);
   CHECK(p.out.find("child: allocate weak_long: forked_child_error") != std::string::npos);
   CHECK(p.out.find("child exit=0") != std::string::npos);
+}
+
+PALRT_FRESH_PROCESS(fork_handle_batch_in_transit) {
+  using gc::handle_kind;
+  using gc::internal::handle_table_access;
+  constexpr handle_kind kind = handle_kind::weak_long;
+  gc::handle_table table;
+  int target = 0;
+  // Batches of weak-long slots in the depot, this thread's cache of them full, and handles
+  // left for the child to release into the full cache.
+  std::vector<gc::handle> hs;
+  for (int i = 0; i < 1024; ++i) hs.push_back(table.allocate(kind, &target));
+  std::size_t released = 0;
+  while (released < 768 || handle_table_access::cached_free_slots(table, kind) < 256) table.release(hs[released++]);
+  const gc::handle spare = hs[released++];
+  // Another thread refills from the depot and is stalled holding the batch it took (on no
+  // stack) when this one forks.
+  palrt::testing::stall_point s;
+  handle_table_access::set_depot_transit_hook(table, kind, &palrt::testing::stall_hook, &s);
+  std::thread taker([&] {
+    palrt::testing::stall_here = true;
+    table.release(table.allocate(kind, &target));
+  });
+  s.paused.acquire();
+  run_child([&] {
+    int wrong = 0;
+    // The release returns a batch from the full cache to the depot: lock-free, it works.
+    void* old = table.release(spare);
+    std::printf("child: release into a full cache=%d\n", old == &target);
+    wrong += old != &target;
+    // What the cache holds is allocated; the next allocation needs a refill and is refused,
+    // although the depot holds batches.
+    std::size_t served = 0;
+    for (std::size_t n = handle_table_access::cached_free_slots(table, kind); served < n; ++served)
+      table.allocate(kind, &target);
+    std::printf("child: cached allocations=%d\n", served > 0);
+    wrong += served == 0;
+    wrong += !throws_forked_child_error("allocate weak_long", [&] { table.allocate(kind, &target); });
+    return wrong;
+  });
+  s.resume.release();
+  taker.join();
+  handle_table_access::set_depot_transit_hook(table, kind, nullptr, nullptr);
+  while (released < hs.size()) table.release(hs[released++]);
+  table.release(spare);
+  return 0;
+}
+
+TEST_CASE("fork: a child forked while another thread held a batch of free handle slots releases into the depot and "
+          "refuses allocations that need a refill instead of hanging") {
+  auto p = run_fresh("fork_handle_batch_in_transit");
+  INFO(p.out, p.err);
+  REQUIRE_FALSE(p.timed_out);
+  CHECK(p.out.find("child: release into a full cache=1") != std::string::npos);
+  CHECK(p.out.find("child: cached allocations=1") != std::string::npos);
+  CHECK(p.out.find("child: allocate weak_long: forked_child_error") != std::string::npos);
+  CHECK(p.out.find("child exit=0") != std::string::npos);
+  CHECK(p.exit_code == 0);
 }
 
 PALRT_FRESH_PROCESS(fork_dependent_index_lock_held) {

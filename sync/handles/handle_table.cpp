@@ -12,9 +12,18 @@
 //     marker (acq_rel: a second release sees the marker, even racing); a sweep clears a dead
 //     target with compare-exchange, so it never overwrites a newer value.
 //   - A free slot travels: release() puts it in the releasing thread's cache; from there it
-//     is allocated again by that thread, or returned to its block (clearing its bit, with
-//     release ordering so the marker store is visible to the next refill that claims it:
-//     A, paired with the acquire in refill, A').
+//     is allocated again by that thread, or moves in a batch of handle_cache::batch through
+//     the kind's depot (batch_depot.cpp: one compare-exchange each way, no bit or slot
+//     changes, ordered by the depot's own release/acquire pair) to the cache of the thread
+//     that refills next, or is returned to its block (clearing its bit, with release ordering
+//     so the marker store is visible to the next refill that claims it: A, paired with the
+//     acquire in refill, A'). A full cache returns a batch to the depot, or to the blocks
+//     when the depot has no container to spare; an empty cache refills from the depot, or,
+//     when it has no batch, from the blocks under the kind's lock (growing the table if they
+//     have no free slot either). A thread that exits returns its caches to the blocks.
+//   - So a slot's bit is set exactly while the slot is a handle or free in a cache, the depot
+//     or a thread moving a batch; sweeps, iteration and counters read only bits and slots,
+//     and skip the free marker, so none of them depends on where a free slot is.
 #include "palrt/gc/handle_table.hpp"
 
 #include <algorithm>
@@ -26,6 +35,7 @@
 #include <stdexcept>
 
 #include "palrt/gc/internal/handle_block.hpp"
+#include "palrt/pal/cpu.hpp"
 #include "palrt/pal/fork.hpp"
 #include "palrt/gc/internal/handle_table_access.hpp"
 #include "palrt/pal/internal/futex.hpp"
@@ -178,6 +188,9 @@ void refill(internal::handle_table_state& state, const handle_table* owner, hand
   // The one place that takes a kind's lock, which in a fork()ed child may be held for good.
   if (state.made.forked()) throw pal::forked_child_error("handle_table::allocate");
   handle_kind_state& k = state.kinds[static_cast<std::size_t>(kind)];
+  // A batch from the depot, lock-free: the steady state of threads whose working sets exceed
+  // their caches, which used to serialize on the lock below.
+  if (handle_cache::capacity - cache.count >= handle_cache::batch && k.depot->take(cache)) return;
   std::lock_guard lock(k.lock);
   const std::uint32_t want = std::min<std::uint32_t>(handle_cache::batch, handle_cache::capacity - cache.count);
   const std::uint32_t before = cache.count;
@@ -236,6 +249,12 @@ handle_table::handle_table(handle_table_options options)
     : serial_(next_table_serial.fetch_add(1, std::memory_order_relaxed)),
       state_(std::make_unique<internal::handle_table_state>()) {
   if (options.index_dependents) state_->dependents = std::make_unique<internal::dependent_index>();
+  // A shard per CPU (a power of two, at most batch_depot::max_shards); room for 8 batches of
+  // free slots per shard (up to 16: containers come in whole chunks), a working set of about
+  // 1024 handles per CPU beyond the caches, before returns go back to the blocks (a sweep
+  // reads the markers of free slots in the depot).
+  const auto shards = std::bit_ceil(static_cast<std::size_t>(std::max(1, pal::online_cpus())));
+  for (auto& k : state_->kinds) k.depot = std::make_unique<internal::batch_depot>(shards, 8 * shards);
   internal::register_table(serial_, state_.get());
 }
 
@@ -345,7 +364,9 @@ namespace {
   }
   if (caches) {
     handle_cache& cache = caches->kinds[static_cast<std::size_t>(kind)];
-    if (cache.count == handle_cache::capacity) internal::return_to_blocks(k, cache, handle_cache::batch);
+    // A batch to the depot, or, when it has no container to spare, to the blocks.
+    if (cache.count == handle_cache::capacity && !k.depot->put(cache))
+      internal::return_to_blocks(k, cache, handle_cache::batch);
     cache.slots[cache.count++] = slot;
     return;
   }
@@ -607,6 +628,7 @@ handle_counters handle_table::counters() const {
     });
   }
   if (state_->dependents) c.bytes += state_->dependents->bytes();
+  for (const auto& k : state_->kinds) c.bytes += k.depot->bytes();
   return c;
 }
 
@@ -621,6 +643,13 @@ void handle_table_access::fail_block_allocations(handle_table& table, int n) noe
 std::size_t handle_table_access::cached_free_slots(const handle_table& table, handle_kind kind) {
   handle_table_caches* caches = thread_caches_slow(table.serial_);
   return caches ? caches->kinds[static_cast<std::size_t>(kind)].count : 0;
+}
+
+std::vector<const void*> handle_table_access::cached_slots(const handle_table& table, handle_kind kind) {
+  handle_table_caches* caches = thread_caches_slow(table.serial_);
+  if (!caches) return {};
+  const handle_cache& cache = caches->kinds[static_cast<std::size_t>(kind)];
+  return std::vector<const void*>(cache.slots, cache.slots + cache.count);  // (not a list of two)
 }
 
 std::size_t handle_table_access::slots_per_block() noexcept { return handle_block_slots; }
@@ -658,6 +687,39 @@ std::size_t handle_table_access::dependent_index_bucket(const handle_table& tabl
 
 std::unique_lock<std::mutex> handle_table_access::hold_dependent_index_lock(handle_table& table) {
   return table.state_->dependents->hold_lock();
+}
+
+void handle_table_access::use_depot(handle_table& table, handle_kind kind, std::size_t shards,
+                                    std::size_t max_batches) {
+  table.state_->kinds[static_cast<std::size_t>(kind)].depot = std::make_unique<batch_depot>(shards, max_batches);
+}
+
+std::size_t handle_table_access::depot_shards(const handle_table& table, handle_kind kind) noexcept {
+  return table.state_->kinds[static_cast<std::size_t>(kind)].depot->shard_count();
+}
+
+std::size_t handle_table_access::depot_capacity(const handle_table& table, handle_kind kind) noexcept {
+  return table.state_->kinds[static_cast<std::size_t>(kind)].depot->max_batches();
+}
+
+std::size_t handle_table_access::depot_full_batches(const handle_table& table, handle_kind kind) noexcept {
+  return table.state_->kinds[static_cast<std::size_t>(kind)].depot->full_batches();
+}
+
+void handle_table_access::set_depot_home_shard(int shard) noexcept { batch_depot::force_home_shard(shard); }
+
+void handle_table_access::set_depot_pop_hook(handle_table& table, handle_kind kind, void (*hook)(void*),
+                                             void* context) noexcept {
+  batch_depot& depot = *table.state_->kinds[static_cast<std::size_t>(kind)].depot;
+  if (hook) depot.pop_hook_context = context;  // clearing leaves it for a caller inside the hook
+  depot.pop_hook.store(hook, std::memory_order_release);  // release: the context before the hook
+}
+
+void handle_table_access::set_depot_transit_hook(handle_table& table, handle_kind kind, void (*hook)(void*),
+                                                 void* context) noexcept {
+  batch_depot& depot = *table.state_->kinds[static_cast<std::size_t>(kind)].depot;
+  if (hook) depot.transit_hook_context = context;  // clearing leaves it for a caller inside the hook
+  depot.transit_hook.store(hook, std::memory_order_release);  // release: the context before the hook
 }
 
 }  // namespace palrt::gc::internal

@@ -14,15 +14,20 @@
 // once; ns_per_op = wall time of the slice / the pairs of all of them (so perfect scaling
 // halves it).
 //
-// The targets' case uses a small working set (burst 16: the steady state of a thread's handle
-// cache, no lock taken). `alloc-release/burst=1024` is a second working set, larger than a
-// thread's cache of 256 slots, that goes through the table's slow paths (a refill of 128 slots
-// under the kind's lock, or a return of 128, every 128 pairs) and past glibc's per-thread
-// malloc cache; it has no target of its own.
-//
-// Targets: palrt <= 10 ns per pair on one thread; 2-thread aggregate >= 1.8x one
-// thread (ns_per_op at 2 threads <= 1/1.8 of 1 thread); >= 3x the mutex free list at 2 threads
-// (palrt/mutex-freelist <= 0.33x). The verdicts are printed under the table and on stderr.
+// Two working sets, each with targets (issue 15's for the larger one):
+//   alloc-release             burst 16: the steady state of a thread's handle cache, no lock
+//                             taken and no shared line written. Targets: palrt <= 10 ns per
+//                             pair on one thread; 2-thread aggregate >= 1.8x one thread (ns_per_op
+//                             at 2 threads <= 1/1.8 of 1 thread); >= 3x the mutex free list at 2
+//                             threads (palrt/mutex-freelist <= 0.33x).
+//   alloc-release/burst=1024  larger than a thread's cache of 256 slots, so it goes through the
+//                             table's slow paths: every 128 pairs a refill of 128 slots from the
+//                             kind's depot of free-slot batches, or a return of 128 to it (a
+//                             batch moves with one compare-exchange on the CPU's own shard of
+//                             the depot, its container with another), and past glibc's
+//                             per-thread malloc cache. Targets: palrt <= 10 ns per pair on one
+//                             thread; 2-thread aggregate >= 1.6x one thread.
+// The verdicts are printed under the table and on stderr.
 
 #include <chrono>
 #include <cstdint>
@@ -189,7 +194,7 @@ std::string describe(const bench_settings& settings, int burst) {
                   " ms per variant, then median of the repetitions.";
   if (burst != target_burst)
     d += " A working set larger than a thread's handle cache (256): every 128 pairs a refill of 128 slots "
-         "under the kind's lock, or a return of 128. No target.";
+         "from the kind's depot of free-slot batches, or a return of 128 to it.";
   return d;
 }
 
@@ -207,13 +212,15 @@ std::optional<double> find(const std::vector<measured>& all, int burst, int thre
   return std::nullopt;
 }
 
-// The three targets, each as one line: the numbers, the threshold, met or missed.
-std::vector<std::string> verdicts(const std::vector<measured>& all) {
+// The targets of one case, each as one line: the numbers, the threshold, met or missed.
+std::vector<std::string> verdicts(const std::vector<measured>& all, int burst) {
   std::vector<std::string> lines;
   char buf[256];
-  const auto one = find(all, target_burst, 1, palrt_variant);
-  const auto two = find(all, target_burst, 2, palrt_variant);
-  const auto mutex_two = find(all, target_burst, 2, "mutex-freelist");
+  const bool small = burst == target_burst;
+  const double scaling_target = small ? 1.8 : 1.6;
+  const auto one = find(all, burst, 1, palrt_variant);
+  const auto two = find(all, burst, 2, palrt_variant);
+  const auto mutex_two = find(all, burst, 2, "mutex-freelist");
   if (one) {
     std::snprintf(buf, sizeof buf, "palrt at 1 thread %.2f ns per pair (target <= 10 ns): %s", *one,
                   *one <= 10.0 ? "met" : "MISSED");
@@ -221,11 +228,11 @@ std::vector<std::string> verdicts(const std::vector<measured>& all) {
   }
   if (one && two) {
     const double scaling = *one / *two;
-    std::snprintf(buf, sizeof buf, "palrt 2-thread aggregate %.2fx one thread (target >= 1.80x): %s", scaling,
-                  scaling >= 1.8 ? "met" : "MISSED");
+    std::snprintf(buf, sizeof buf, "palrt 2-thread aggregate %.2fx one thread (target >= %.2fx): %s", scaling,
+                  scaling_target, scaling >= scaling_target ? "met" : "MISSED");
     lines.emplace_back(buf);
   }
-  if (two && mutex_two) {
+  if (small && two && mutex_two) {
     const double speedup = *mutex_two / *two;
     std::snprintf(buf, sizeof buf, "palrt at 2 threads %.2fx faster than mutex-freelist (target >= 3.00x): %s",
                   speedup, speedup >= 3.0 ? "met" : "MISSED");
@@ -267,12 +274,14 @@ void run_handles(const bench_settings& settings, bench_report& report) {
     }
   }
 
-  std::string summary;
-  for (const auto& line : verdicts(all)) {
-    report.progress("target: " + line);
-    summary += (summary.empty() ? "" : "; ") + line;
+  for (const int burst : {target_burst, large_burst}) {
+    std::string summary;
+    for (const auto& line : verdicts(all, burst)) {
+      report.progress("target (" + case_name(burst) + "): " + line);
+      summary += (summary.empty() ? "" : "; ") + line;
+    }
+    if (!summary.empty()) report.describe_case("targets (" + case_name(burst) + ")", summary + ".");
   }
-  if (!summary.empty()) report.describe_case("targets (alloc-release)", summary + ".");
 }
 
 }  // namespace

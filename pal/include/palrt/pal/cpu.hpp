@@ -6,7 +6,8 @@
 // `cpu.max` quota on the path from this process's cgroup up to the root (rounded up, as the
 // JDK and .NET do: a parent's quota limits every child), never less than 1. online_cpus()
 // is the kernel's online set, which decides the membarrier fast path (one online CPU also
-// takes it). None of these throws.
+// takes it). current_cpu() is where the calling thread runs now, a hint for per-CPU
+// structures. None of these throws.
 #pragma once
 
 #include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
@@ -37,5 +38,10 @@ int online_cpus() noexcept;
 // no cpu.max file on the path, or none parses. A path where every cpu.max says "max" gives
 // the process's own file with quota_us = -1.
 std::optional<cgroup_cpu_limit> cgroup_cpu_max() noexcept;
+// The CPU the calling thread runs on (sched_getcpu: the vDSO or the rseq area, no system call
+// on the common kernels), 0 when the kernel cannot say. A hint only: the thread may run
+// elsewhere by the time it is used, so a per-CPU structure indexed by it must be correct for
+// any thread on any index, and gains locality, not safety, from it.
+int current_cpu() noexcept;
 
 }  // namespace palrt::pal

@@ -43,10 +43,10 @@
 // set_secondary, kind, sweep_weak, sweep_weak_batched, for_each_strong, promote_dependents,
 // for_each_secondary_of, for_each_slot and handle_slot's members, close_tracking_reads, open_tracking_reads,
 // gated_target and gated_secondary (from the thread that closed the gate), counters (walks
-// every block). Never then: allocate() (a refill takes its kind's lock and may allocate a
-// block) and release() (a full cache returns slots into a shared structure and a thread's
-// first release allocates its cache); the host queues what it would allocate or release and
-// does it once the world runs again.
+// every block). Never then: allocate() (a refill may take its kind's lock and allocate a
+// block) and release() (a full cache returns slots into a shared structure, which may
+// allocate room for them, and a thread's first release allocates its cache); the host queues
+// what it would allocate or release and does it once the world runs again.
 //
 // The read rule, for weak_long and dependent targets: between the end of a host's mark and
 // its weak_long and dependent sweeps, a dead target is still in its slot, and a mutator that
@@ -63,16 +63,24 @@
 // block, so a handle finds its block (kind, owner, bitmask) by masking its address. A block's
 // bitmask has a bit set for each slot handed out of the block; a sweep walks set bits. A
 // thread allocates from a cache of free slots of its own (one per table and kind, up to
-// 256), refilled 128 slots at a time from the blocks under the kind's lock, and releases into
-// it, so the steady state takes no lock and writes no shared cache line. The fast paths are
-// inline (at the end of this file): in a release build an allocate/release pair of a strong or
-// weak handle is two plain stores, a load and a few compares, ~5 ns on the machines of
-// docs/BENCHMARKS.md (`palrt-bench handles`); a dependent handle's release, and every release
-// in a checked build, is an atomic exchange instead (out of line).
-// A slot in a thread's cache still has its bit set and holds a reserved "free" marker, which
-// sweeps skip. Blocks are never returned while the table lives (the table's size is its
-// high-water mark), which is what lets release be lock-free from any thread and sweeps run
-// while other threads allocate and release.
+// 256) and releases into it, so the steady state takes no lock and writes no shared cache
+// line. The fast paths are inline (at the end of this file): in a release build an
+// allocate/release pair of a strong or weak handle is two plain stores, a load and a few
+// compares, ~5 ns on the machines of docs/BENCHMARKS.md (`palrt-bench handles`); a dependent
+// handle's release, and every release in a checked build, is an atomic exchange instead (out
+// of line).
+// A cache moves free slots 128 at a time: a full one returns a batch to its kind's depot and
+// an empty one refills a batch from it, each batch moved with one compare-exchange on the
+// shard of the CPU the thread runs on (internal/batch_depot.hpp), so threads whose working
+// sets exceed their caches scale instead of taking turns; only when the depot has no batch
+// does a refill take the kind's lock and claim slots from the blocks (or add a block), and
+// only when it has no room does a return go back to the blocks. A free slot in a thread's cache or in the depot
+// still has its bit set and holds a reserved "free" marker, which sweeps skip; the depot
+// holds at most 8 to 16 batches per shard (one shard per CPU, rounded up to a power of two),
+// which bounds what sweeps read beyond live handles.
+// Blocks are never returned while the table lives (the table's size is its high-water mark),
+// which is what lets release be lock-free from any thread and sweeps run while other threads
+// allocate and release.
 //
 // Thread safety: allocate, release, target, set_target, sweeps, for_each_strong,
 // promote_dependents and counters may all be called concurrently from any threads, the
@@ -83,7 +91,9 @@
 // After fork() (palrt/pal/fork.hpp): in a child, a table made before fork() is the parent's,
 // and nothing takes its locks there (another thread may have held one at fork()). An
 // allocate() that the calling thread's cache of free slots can serve works (the forking
-// thread keeps its caches); one that needs the table's blocks throws pal::forked_child_error.
+// thread keeps its caches); one that needs a refill (from the depot or the blocks) throws
+// pal::forked_child_error, whatever the depot holds, so the answer does not depend on what
+// other threads of the parent had released.
 // The rest takes no lock and works on the child's copy: target, set_target, the secondaries,
 // kind, release, the sweeps, for_each_strong, promote_dependents, for_each_secondary_of,
 // for_each_slot, the gate, counters. In a table made with index_dependents, a dependent
@@ -165,7 +175,7 @@ struct handle_counters {
   // Handles allocated and not released, per kind (index: handle_kind).
   std::array<std::size_t, handle_kind_count> handles{};
   std::size_t blocks = 0;  // blocks of all kinds
-  std::size_t bytes = 0;   // memory held by blocks (and dependent blocks' secondaries)
+  std::size_t bytes = 0;   // memory held by blocks (and dependent blocks' secondaries) and depots
 };
 
 // One slot as a moving collector sees it (handle_table::for_each_slot): valid during the
@@ -215,7 +225,7 @@ class handle_table {
   // A new handle of `kind` holding `target` (may be null); `secondary` is a dependent
   // handle's secondary and must be null for the other kinds. The target must not be an
   // object the host has found dead. Throws handle_allocation_error, and in a fork()ed child
-  // pal::forked_child_error when it needs the blocks (see above).
+  // pal::forked_child_error when it needs a refill (see above).
   handle allocate(handle_kind kind, void* target, void* secondary = nullptr);
 
   // What the table was made with.

@@ -38,8 +38,8 @@ struct alignas(handle_block_bytes) handle_block {
   // sweeps without a lock (acquire: the header and slots are initialised before).
   std::atomic<handle_block*> next{nullptr};
   // Bit i set: slot i is handed out of the block (holds a handle, or sits free in a
-  // thread's cache). Set only under the kind's lock (refill); cleared lock-free (a cache
-  // returning slots). 120 slots, two words.
+  // thread's cache or in a batch of the kind's depot). Set only under the kind's lock
+  // (refill); cleared lock-free (a cache returning slots). 120 slots, two words.
   std::atomic<std::uint64_t> taken[2] = {};
   // Dependent blocks only: each slot's secondary. Null for the other kinds.
   std::atomic<void*>* secondaries = nullptr;
@@ -65,8 +65,10 @@ inline void* free_slot_marker() noexcept { return const_cast<char*>(&free_slot_m
 // One thread's free slots of one table and kind. Only its thread touches it.
 struct handle_cache {
   // A thread holding up to ~capacity/2 handles at a time never touches the blocks; beyond
-  // that, one refill or return per `batch` pairs (under the kind's lock, or one atomic per
-  // block word). 2 KiB per table and kind for each thread that uses it.
+  // that, one refill or return per `batch` pairs (a batch moved through the kind's depot with
+  // one compare-exchange; the blocks, under the kind's lock or one atomic per block word,
+  // when the depot has no batch or no room). 2 KiB per table and kind for each thread that
+  // uses it.
   static constexpr std::uint32_t capacity = 256;
   static constexpr std::uint32_t batch = 128;  // slots moved per refill or return
   std::uint32_t count = 0;

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <vector>
 
+#include "palrt/gc/internal/batch_depot.hpp"
 #include "palrt/gc/internal/block_set.hpp"
 #include "palrt/gc/internal/dependent_index.hpp"
 #include "palrt/pal/internal/fork_generation.hpp"
@@ -33,7 +34,11 @@ using detail::handle_table_caches;
 using detail::thread_cache_hint;
 
 struct handle_kind_state {
-  // Taken by refill (claiming free bits, growing the table); never on the fast path.
+  // Full caches return batches here and empty ones refill from here first, lock-free
+  // (batch_depot.hpp); the blocks below serve what the depot cannot.
+  std::unique_ptr<batch_depot> depot;
+  // Taken by a refill the depot cannot serve (claiming free bits, growing the table); never
+  // on the fast path.
   std::mutex lock;
   // Free slots in this kind's blocks (bits clear). Raised by caches returning slots
   // (lock-free), lowered by refill under the lock; lets a refill that would find nothing grow

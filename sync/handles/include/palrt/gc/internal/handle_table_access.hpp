@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <vector>
 
 #include "palrt/gc/handle_table.hpp"
 
@@ -18,6 +19,8 @@ class handle_table_access {
   static handle forge(void* address) noexcept { return handle(static_cast<std::atomic<void*>*>(address)); }
   // Free slots in the calling thread's cache of `table` for `kind`.
   static std::size_t cached_free_slots(const handle_table& table, handle_kind kind);
+  // Their addresses, oldest first (a return to the depot takes the oldest batch).
+  static std::vector<const void*> cached_slots(const handle_table& table, handle_kind kind);
   static std::size_t slots_per_block() noexcept;
   // The lock of `kind` in `table` (refills and growth take it), held by the caller: fork
   // tests hold it while another thread forks.
@@ -37,6 +40,26 @@ class handle_table_access {
   static std::size_t dependent_index_bucket(const handle_table& table, const void* primary) noexcept;
   // The index's lock (linking and unlinking take it), held by the caller: "a stopped thread".
   static std::unique_lock<std::mutex> hold_dependent_index_lock(handle_table& table);
+
+  // --- The depot of free-slot batches of each kind (internal/batch_depot.hpp) ---
+  // Gives `kind` a fresh depot of `shards` shards and room for `max_batches` batches (rounded
+  // up to whole chunks), in place of the one sized by the machine; before any thread released
+  // or allocated a handle of that kind.
+  static void use_depot(handle_table& table, handle_kind kind, std::size_t shards, std::size_t max_batches);
+  static std::size_t depot_shards(const handle_table& table, handle_kind kind) noexcept;
+  static std::size_t depot_capacity(const handle_table& table, handle_kind kind) noexcept;  // batches
+  // Full batches in the depot: walks its stacks, while no thread uses the depot.
+  static std::size_t depot_full_batches(const handle_table& table, handle_kind kind) noexcept;
+  // The calling thread's home shard in every depot (-1: the CPU it runs on, as normally).
+  static void set_depot_home_shard(int shard) noexcept;
+  // Called by every pop of the depot's stacks after it read the top's successor and before
+  // its compare-exchange (a test stalls a pop there: the ABA window). Set it while no thread
+  // uses the depot, or to null at any time.
+  static void set_depot_pop_hook(handle_table& table, handle_kind kind, void (*hook)(void*), void* context) noexcept;
+  // Called while a refill (take) or a return (put) holds a batch that is on no stack: after
+  // take popped a full batch and before it copied it out; after put copied the cache's slots
+  // into a container and before it removed them from the cache and published the batch.
+  static void set_depot_transit_hook(handle_table& table, handle_kind kind, void (*hook)(void*), void* context) noexcept;
 };
 
 }  // namespace palrt::gc::internal

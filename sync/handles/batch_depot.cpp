@@ -1,0 +1,227 @@
+// SPDX-License-Identifier: MIT
+// The handle table's depot of free slots in batches (internal/batch_depot.hpp says what it
+// is for and how the table uses it).
+//
+// Protocol. A container (a `batch`) is, at any time, in exactly one of three places: on one
+// shard's stack of full batches (it names batch_slots free slots), on one shard's stack of
+// empty containers, or held by the one thread inside take() or put() that popped it (or made
+// it). Only the holder writes its `slots`; `next` is written only by a thread about to push it.
+// Each stack is a Treiber stack of container indexes whose head is one 64-bit word,
+// tag << 32 | index of the top, so that each move of a batch is one compare-exchange:
+//   push  (P)  store the container's next = the top read, then compare-exchange the head to
+//              (tag + 1, container), release;
+//   pop   (P') load the head (H', acquire), read the top's next (N, relaxed), compare-exchange
+//              the head to (tag + 1, next), acquire; on success the thread holds the top.
+// take(): pop a full batch (home shard, then the others), copy its slots into the cache, push
+// the container onto the home shard's empty stack. put(): pop an empty container (home, then
+// the others, else make some), copy the cache's oldest slots into it, push it full.
+//
+// Why the slots a taker gets are free and its own: P (release) by the putter pairs with P'
+// (acquire) by the taker; every later compare-exchange on the head is a read-modify-write, so
+// it continues P's release sequence and a pop that reads any later head value still
+// synchronises with P. So the taker sees the container's slots as the putter wrote them, and
+// everything that happened before in the putter's thread: the free markers its releases
+// stored, and, through the cache, every earlier owner's use of those slots. The taker's
+// stores of new targets come after all of that. In the other direction, a taker has copied a
+// container's slots out before its P pushes it empty, and the next putter pops it with P', so
+// the putter's writes come after the taker's reads.
+//
+// Why a pop cannot take a container twice (ABA). N may read a container that another thread
+// popped meanwhile; its next is stale then. The compare-exchange fails in that case because
+// the tag moved: every successful compare-exchange adds one to it, so the head holds the value
+// the pop loaded only if no push or pop happened since, and then the top's next is the one its
+// last pusher stored (which H' synchronised with, as above). Without the tag, a pop that loaded
+// top i with next j, stalled while others popped i and j and pushed i back on top of another
+// batch, would install j as the top although j is held elsewhere: its slots would be handed
+// out twice. The tag is 32 bits: the same value comes back only after 2^32 operations on one
+// head while one pop stalls between its load and its compare-exchange. (The table's tests
+// force the stalled pop: handle_table_access::set_depot_pop_hook.) Containers are never freed
+// while the depot lives, so N, even stale, reads memory that is a container.
+//
+// Containers are made in chunks (chunk k holds first_chunk << k, indexes first_chunk*(2^k-1)
+// on), lock-free: the maker constructs a chunk, installs its address in chunks_[k] with a
+// compare-exchange (release, C; at() loads it with acquire, C'), keeps one container and
+// pushes the rest as one chain onto its home shard's empty stack. A maker that loses the
+// install frees its chunk and reports none (its caller falls back to the blocks, which is
+// always correct). An index reaches a stack only by a push that follows its chunk's C in the
+// maker's order, so at() on any index read from a head (acquire) finds the chunk.
+//
+// Shards. The home shard is the CPU the thread runs on (pal::current_cpu(), masked): a hint
+// for locality only. Every stack above is correct for any thread, so a thread that moved CPUs
+// between its pop and its push, or two CPUs that share a shard, cost a shared line, not
+// correctness.
+//
+// What the rest of the table relies on: moving slots through the depot changes no block bit
+// and no slot value, so a sweep, iteration or counters() running meanwhile sees those slots as
+// it sees a thread's cache (bit set, free marker: skipped). A stopped thread (world stopped,
+// or a parent's thread absent in a fork()ed child) holds at most one container; its slots stay
+// out of circulation, never counted as handles, and every stack stays well-formed (each change
+// is one compare-exchange).
+#include "palrt/gc/internal/batch_depot.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <new>
+
+#include "palrt/pal/cpu.hpp"
+
+namespace palrt::gc::internal {
+
+namespace {
+
+constexpr std::uint32_t index_of(std::uint64_t head) noexcept { return static_cast<std::uint32_t>(head); }
+constexpr std::uint64_t next_head(std::uint64_t head, std::uint32_t index) noexcept {
+  return ((head >> 32) + 1) << 32 | index;
+}
+
+// Tests pin a thread's home shard (handle_table_access::set_depot_home_shard); -1: its CPU.
+constinit thread_local int forced_home_shard = -1;
+
+}  // namespace
+
+batch_depot::batch_depot(std::size_t shards, std::size_t max_batches) {
+  shards = std::bit_ceil(std::max<std::size_t>(1, std::min(shards, max_shards)));
+  shard_mask_ = shards - 1;
+  // Whole chunks: the bound is exact.
+  std::size_t cap = first_chunk;
+  for (int k = 1; k < max_chunks && cap < max_batches; ++k) cap += std::size_t{first_chunk} << k;
+  max_batches_ = cap;
+  shards_ = std::make_unique<shard[]>(shards);
+  for (std::size_t s = 0; s < shards; ++s) {
+    // relaxed: the depot reaches other threads with the table that owns it.
+    shards_[s].full.store(no_batch, std::memory_order_relaxed);
+    shards_[s].empty.store(no_batch, std::memory_order_relaxed);
+  }
+}
+
+batch_depot::~batch_depot() {
+  for (int k = 0; k < max_chunks; ++k) {
+    // relaxed: the depot's owner destroys it after every other user is done.
+    batch* chunk = chunks_[k].load(std::memory_order_relaxed);
+    if (!chunk) break;
+    ::operator delete[](chunk, std::align_val_t{alignof(batch)});
+  }
+}
+
+batch_depot::batch& batch_depot::at(std::uint32_t index) const noexcept {
+  const std::uint64_t shifted = std::uint64_t{index} + first_chunk;
+  const int k = static_cast<int>(std::bit_width(shifted)) - static_cast<int>(std::bit_width(first_chunk));
+  // C': acquire, pairs with C in make_containers (the chunk's containers are constructed).
+  batch* chunk = chunks_[k].load(std::memory_order_acquire);
+  return chunk[shifted - (std::uint64_t{first_chunk} << k)];
+}
+
+batch_depot::batch* batch_depot::pop(std::atomic<std::uint64_t>& head) noexcept {
+  // H' (acquire): synchronises with the push that put the top there (see the top of the file).
+  std::uint64_t h = head.load(std::memory_order_acquire);
+  while (index_of(h) != no_batch) {
+    batch& top = at(index_of(h));
+    // N, relaxed: a stale next means the top moved, and the tag makes the exchange fail.
+    const std::uint32_t next = top.next.load(std::memory_order_relaxed);
+    // acquire: the hook's context, stored before it (tests only).
+    if (auto hook = pop_hook.load(std::memory_order_acquire)) [[unlikely]]
+      hook(pop_hook_context);
+    // P' (acquire on both outcomes: on failure h is reloaded, as H').
+    if (head.compare_exchange_weak(h, next_head(h, next), std::memory_order_acquire, std::memory_order_acquire))
+      return &top;
+  }
+  return nullptr;
+}
+
+void batch_depot::push(std::atomic<std::uint64_t>& head, batch& first, batch& last) noexcept {
+  std::uint64_t h = head.load(std::memory_order_relaxed);  // relaxed: checked by the exchange
+  do {
+    // relaxed: published by the exchange's release.
+    last.next.store(index_of(h), std::memory_order_relaxed);
+    // P (release): the container's slots, and all this thread did before, to its next popper.
+  } while (!head.compare_exchange_weak(h, next_head(h, first.index), std::memory_order_release,
+                                       std::memory_order_relaxed));
+}
+
+std::size_t batch_depot::home_shard() const noexcept {
+  const int forced = forced_home_shard;
+  return static_cast<std::size_t>(forced >= 0 ? forced : pal::current_cpu()) & shard_mask_;
+}
+
+batch_depot::batch* batch_depot::pop_any(std::atomic<std::uint64_t> shard::*stack, std::size_t home) noexcept {
+  for (std::size_t i = 0; i <= shard_mask_; ++i) {
+    if (batch* b = pop(shards_[(home + i) & shard_mask_].*stack)) return b;
+  }
+  return nullptr;
+}
+
+batch_depot::batch* batch_depot::make_containers(shard& home) noexcept {
+  int k = 0;
+  std::uint32_t first = 0;
+  // acquire (C'): only to find the first chunk not made yet; the exchange below decides.
+  while (k < max_chunks && chunks_[k].load(std::memory_order_acquire)) first += first_chunk << k++;
+  if (k == max_chunks || first >= max_batches_) return nullptr;
+  const std::uint32_t size = first_chunk << k;
+  void* memory = ::operator new[](size * sizeof(batch), std::align_val_t{alignof(batch)}, std::nothrow);
+  if (!memory) return nullptr;
+  batch* chunk = static_cast<batch*>(memory);
+  for (std::uint32_t i = 0; i < size; ++i) {
+    batch* b = ::new (static_cast<void*>(chunk + i)) batch;
+    b->index = first + i;
+    // relaxed: published by C, and by the push below for the chain.
+    b->next.store(i + 1 < size ? first + i + 1 : no_batch, std::memory_order_relaxed);
+  }
+  batch* expected = nullptr;
+  // C (release): the containers are constructed before anyone can find the chunk.
+  if (!chunks_[k].compare_exchange_strong(expected, chunk, std::memory_order_release, std::memory_order_relaxed)) {
+    ::operator delete[](memory, std::align_val_t{alignof(batch)});  // another maker won chunk k
+    return nullptr;
+  }
+  made_.fetch_add(size, std::memory_order_relaxed);  // relaxed: a statistic
+  if (size > 1) push(home.empty, chunk[1], chunk[size - 1]);
+  return &chunk[0];
+}
+
+bool batch_depot::put(detail::handle_cache& cache) noexcept {
+  const std::size_t home = home_shard();
+  batch* b = pop_any(&shard::empty, home);
+  if (!b) b = make_containers(shards_[home]);
+  if (!b) return false;
+  std::memcpy(b->slots, cache.slots, sizeof b->slots);
+  // acquire: as for pop_hook (tests only).
+  if (auto hook = transit_hook.load(std::memory_order_acquire)) [[unlikely]]
+    hook(transit_hook_context);
+  std::memmove(cache.slots, cache.slots + batch_slots, (cache.count - batch_slots) * sizeof(cache.slots[0]));
+  cache.count -= batch_slots;
+  push(shards_[home].full, *b, *b);
+  return true;
+}
+
+bool batch_depot::take(detail::handle_cache& cache) noexcept {
+  const std::size_t home = home_shard();
+  batch* b = pop_any(&shard::full, home);
+  if (!b) return false;
+  // acquire: as for pop_hook (tests only).
+  if (auto hook = transit_hook.load(std::memory_order_acquire)) [[unlikely]]
+    hook(transit_hook_context);
+  std::memcpy(cache.slots + cache.count, b->slots, sizeof b->slots);
+  cache.count += batch_slots;
+  push(shards_[home].empty, *b, *b);
+  return true;
+}
+
+void batch_depot::force_home_shard(int shard) noexcept { forced_home_shard = shard; }
+
+std::size_t batch_depot::full_batches() const noexcept {
+  std::size_t n = 0;
+  for (std::size_t s = 0; s <= shard_mask_; ++s) {
+    // relaxed: no other thread uses the depot meanwhile (the caller's precondition).
+    for (std::uint32_t i = index_of(shards_[s].full.load(std::memory_order_relaxed)); i != no_batch;
+         i = at(i).next.load(std::memory_order_relaxed))
+      ++n;
+  }
+  return n;
+}
+
+std::size_t batch_depot::bytes() const noexcept {
+  // relaxed: a statistic (counters() is a snapshot).
+  return made_.load(std::memory_order_relaxed) * sizeof(batch) + (shard_mask_ + 1) * sizeof(shard);
+}
+
+}  // namespace palrt::gc::internal
