@@ -44,7 +44,6 @@
 #include <pthread.h>
 
 #include <algorithm>
-#include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -83,20 +82,18 @@ std::atomic<std::uint64_t> safe_below{1};
 // Threads that exited inside a section (relaxed: a counter for the report).
 std::atomic<std::uint64_t> sections_left_open{0};
 
-// The thread exits inside `depth` sections it never closed: it left them without unwinding
-// (a longjmp out of one, a section object never destroyed, an exit through a frame that does
+// The thread exits inside a section it never closed: it left it without unwinding (a
+// longjmp out of one, a section object never destroyed, an exit through a frame that does
 // not run destructors). Left as it is, the record's epoch would hold every grace period from
-// now on, and the next thread to claim the record would inherit the depth, so its own
-// sections would never publish an epoch. The thread is gone, so nothing it loaded is used
-// any more: the record is closed here, and the first time it is reported.
+// now on, and the next thread to claim the record would find it open, so its own sections
+// would take themselves for nested ones and never publish an epoch. The thread is gone, so
+// nothing it loaded is used any more: the record is closed here, and the first time it is
+// reported.
 void close_abandoned_sections(reader_record& r) noexcept {
   if (sections_left_open.fetch_add(1, std::memory_order_relaxed) == 0)
     std::fprintf(stderr,
-                 "palrt: a thread exited inside %" PRIu32
-                 " read section(s) it never closed (left without unwinding); its reader record is reset "
-                 "(further ones are only counted)\n",
-                 r.depth);
-  r.depth = 0;
+                 "palrt: a thread exited inside a read section it never closed (left without unwinding); its "
+                 "reader record is reset (further ones are only counted)\n");
   // release: as a section's end (read_section.hpp); pairs with the scan's acquire.
   r.epoch.store(0, std::memory_order_release);
 }
@@ -107,7 +104,8 @@ struct reader_release {
     reader_exited = true;
     if (reader_record* r = current_reader) {
       current_reader = nullptr;
-      if (r->depth != 0) [[unlikely]] close_abandoned_sections(*r);
+      // relaxed: the thread's own store, read back.
+      if (r->epoch.load(std::memory_order_relaxed) != 0) [[unlikely]] close_abandoned_sections(*r);
       // release: our last section's end is visible to the thread that claims it next.
       r->in_use.store(false, std::memory_order_release);
     }
@@ -125,7 +123,6 @@ void release_other_threads_records() noexcept {
   for (reader_record* r = all_readers.load(std::memory_order_relaxed); r; r = r->next) {
     if (r == current_reader) continue;
     r->epoch.store(0, std::memory_order_relaxed);
-    r->depth = 0;
     r->in_use.store(false, std::memory_order_relaxed);
   }
 }

@@ -25,14 +25,11 @@
 // allocation, std::bad_alloc if that fails); its record is reused when the thread exits.
 // A thread that exits inside a section it left without unwinding (a longjmp out of it, a
 // section object never destroyed) has its record closed at exit, with one line on stderr
-// the first time: it neither holds up grace periods nor passes its depth to the next thread.
+// the first time: it neither holds up grace periods nor leaves the next thread a record
+// that looks open.
 //
-// Not async-signal-safe: do not open a section in a signal handler. Opening one raises the
-// depth, then publishes the epoch; a handler that interrupts its thread between the two
-// finds the depth raised and no epoch published, so its own section is taken for a nested
-// one and protects nothing: what the handler loads may be freed under it. A thread's first
-// section also allocates (and registers a thread_local destructor), which a handler must
-// not do.
+// Not async-signal-safe: do not open a section in a signal handler. A thread's first section
+// allocates (and registers a thread_local destructor), which a handler must not do.
 #pragma once
 
 #include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
@@ -47,9 +44,10 @@ namespace detail {
 // One per thread that ever read; never freed (reused after its thread exits), so a
 // reclaimer can walk the list of records without a lock.
 struct alignas(64) reader_record {
-  // 0 outside a section; otherwise the global epoch the outermost section began in.
+  // 0 outside a section; otherwise the global epoch the outermost section began in (never 0:
+  // global_epoch starts at 1). Only its thread writes it; a nonzero value tells a section
+  // that an enclosing one of its thread is open (sections are objects: they close in reverse).
   std::atomic<std::uint64_t> epoch{0};
-  std::uint32_t depth = 0;  // only its thread touches it
   std::atomic<bool> in_use{false};
   reader_record* next = nullptr;  // immutable once published
 };
@@ -65,8 +63,9 @@ class read_section {
   read_section() {
     detail::reader_record* r = detail::current_reader;
     if (!r) [[unlikely]] r = detail::register_current_reader();
-    record_ = r;
-    if (r->depth++ == 0) {
+    // relaxed: the thread's own store, read back; nonzero: an enclosing section published it,
+    // and this one is nested (record_ stays null and the destructor does nothing).
+    if (r->epoch.load(std::memory_order_relaxed) == 0) {
       // acquire: a reader that sees an epoch the reclaimer advanced to also sees what the
       // reclaimer unlinked before advancing it (B'' in reader_epoch.cpp).
       const std::uint64_t e = detail::global_epoch.load(std::memory_order_acquire);
@@ -74,10 +73,11 @@ class read_section {
       // this store visible to its scan, or the reclaimer's unlinking visible to our loads.
       r->epoch.store(e, std::memory_order_relaxed);
       std::atomic_signal_fence(std::memory_order_seq_cst);  // keep our loads after the store
+      record_ = r;
     }
   }
   ~read_section() {
-    if (--record_->depth == 0)
+    if (record_)
       // release: our reads of what we loaded happen before a reclaimer that sees 0 frees it.
       record_->epoch.store(0, std::memory_order_release);
   }
@@ -85,7 +85,7 @@ class read_section {
   read_section& operator=(const read_section&) = delete;
 
  private:
-  detail::reader_record* record_;
+  detail::reader_record* record_ = nullptr;  // the outermost section's; null in a nested one
 };
 
 }  // namespace palrt::gc
