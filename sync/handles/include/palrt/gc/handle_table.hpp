@@ -74,10 +74,10 @@
 // shard of the CPU the thread runs on (internal/batch_depot.hpp), so threads whose working
 // sets exceed their caches scale instead of taking turns; only when the depot has no batch
 // does a refill take the kind's lock and claim slots from the blocks (or add a block), and
-// only when it has no room does a return go back to the blocks. A free slot in a thread's cache or in the depot
-// still has its bit set and holds a reserved "free" marker, which sweeps skip; the depot
-// holds at most 8 to 16 batches per shard (one shard per CPU, rounded up to a power of two),
-// which bounds what sweeps read beyond live handles.
+// only when it has no room does a return go back to the blocks. A free slot in a thread's
+// cache or in the depot still has its bit set and holds a reserved "free" marker, which
+// sweeps skip; the depot holds at most 8 to 16 batches per shard (one shard per CPU, rounded
+// up to a power of two), which bounds what sweeps read beyond live handles.
 // Blocks are never returned while the table lives (the table's size is its high-water mark),
 // which is what lets release be lock-free from any thread and sweeps run while other threads
 // allocate and release.
