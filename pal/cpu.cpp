@@ -76,6 +76,16 @@ int current_cpu() noexcept {
   return cpu >= 0 ? cpu : 0;
 }
 
+int cpu_id_bound() noexcept {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  int bound = 1;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &set)) bound = cpu + 1;
+  return bound;
+}
+
 namespace internal {
 
 std::optional<cgroup_cpu_limit> cpu_access::parse_cgroup_cpu_max(std::string_view text) {

@@ -137,3 +137,22 @@ TEST_CASE("cpu: the tightest cpu.max on the path to the root bounds the count, n
   tree.cpu_max("/machine/app", "garbage\n");
   CHECK(cpu::processor_count(8, cpu::tightest_cpu_max(tree.mount.string(), "/machine/app/worker")) == 8);
 }
+
+TEST_CASE("cpu: cpu_id_bound covers every CPU of the thread's mask, and follows the mask when it shrinks") {
+  cpu_set_t saved;
+  REQUIRE(sched_getaffinity(0, sizeof saved, &saved) == 0);
+  int highest = -1;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &saved)) highest = c;
+  REQUIRE(highest >= 0);
+  CHECK(pal::cpu_id_bound() == highest + 1);
+  // Pinned to its lowest CPU, a thread needs ids up to that one only.
+  int lowest = 0;
+  while (!CPU_ISSET(lowest, &saved)) ++lowest;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(lowest, &one);
+  REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
+  CHECK(pal::cpu_id_bound() == lowest + 1);
+  REQUIRE(sched_setaffinity(0, sizeof saved, &saved) == 0);
+}

@@ -387,9 +387,9 @@ TEST_CASE("handle depot: a thread stalled refilling a batch keeps its slots out 
   check_batch_in_transit(true);
 }
 
-TEST_CASE("handle depot: a table's depot has a shard per CPU, and room for 8 batches per shard") {
+TEST_CASE("handle depot: a table's depot has a shard per CPU id it may run on, and room for 8 batches per shard") {
   handle_table table;
-  const std::size_t cpus = static_cast<std::size_t>(palrt::pal::online_cpus());
+  const std::size_t cpus = static_cast<std::size_t>(palrt::pal::cpu_id_bound());
   for (handle_kind k : {handle_kind::strong, handle_kind::weak_short, handle_kind::weak_long, handle_kind::dependent}) {
     CHECK(handle_table_access::depot_shards(table, k) == std::min<std::size_t>(std::bit_ceil(cpus), 64));
     CHECK(handle_table_access::depot_capacity(table, k) >= 8 * handle_table_access::depot_shards(table, k));

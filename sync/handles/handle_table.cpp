@@ -253,7 +253,9 @@ handle_table::handle_table(handle_table_options options)
   // free slots per shard (up to 16: containers come in whole chunks), a working set of about
   // 1024 handles per CPU beyond the caches, before returns go back to the blocks (a sweep
   // reads the markers of free slots in the depot).
-  const auto shards = std::bit_ceil(static_cast<std::size_t>(std::max(1, pal::online_cpus())));
+  // Sized by the CPU ids this thread may run on, not online_cpus(): that one reads sysfs, tens
+  // of microseconds at a process's first read, and bootstrap() makes a table.
+  const auto shards = std::bit_ceil(static_cast<std::size_t>(pal::cpu_id_bound()));
   for (auto& k : state_->kinds) k.depot = std::make_unique<internal::batch_depot>(shards, 8 * shards);
   internal::register_table(serial_, state_.get());
 }

@@ -7,7 +7,7 @@
 // JDK and .NET do: a parent's quota limits every child), never less than 1. online_cpus()
 // is the kernel's online set, which decides the membarrier fast path (one online CPU also
 // takes it). current_cpu() is where the calling thread runs now, a hint for per-CPU
-// structures. None of these throws.
+// structures, and cpu_id_bound() how many CPU ids such a structure needs. None of these throws.
 #pragma once
 
 #include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
@@ -43,5 +43,11 @@ std::optional<cgroup_cpu_limit> cgroup_cpu_max() noexcept;
 // elsewhere by the time it is used, so a per-CPU structure indexed by it must be correct for
 // any thread on any index, and gains locality, not safety, from it.
 int current_cpu() noexcept;
+// One more than the highest CPU id in this thread's affinity mask: how many entries a per-CPU
+// array indexed by current_cpu() needs for the CPUs this thread may run on (another thread's
+// mask may differ: index modulo the size). One system call, no file read (the first sysfs or
+// procfs read of a process costs tens of microseconds, and per-CPU structures are made at
+// startup). 1 when the mask cannot be read.
+int cpu_id_bound() noexcept;
 
 }  // namespace palrt::pal
