@@ -19,6 +19,7 @@
 #include "palrt/gc/handle_table.hpp"
 #include "palrt/gc/internal/handle_table_access.hpp"
 #include "palrt/pal/cpu.hpp"
+#include "handle_cells.hpp"
 #include "scale.hpp"
 #include "stall_point.hpp"
 
@@ -34,16 +35,8 @@ constexpr handle_kind kind = handle_kind::weak_short;
 constexpr std::size_t cache_capacity = 256;  // detail::handle_cache: what a thread's cache holds
 constexpr std::size_t batch = 128;           // and what it moves at a time
 
-struct cell {
-  alignas(16) int id = 0;
-  bool alive = true;
-};
-
-std::size_t total(const handle_counters& c) {
-  std::size_t n = 0;
-  for (std::size_t k : c.handles) n += k;
-  return n;
-}
+using palrt::testing::cell;
+using palrt::testing::total;
 
 // Which slots are live handles now, to catch one handed out twice at the moment it happens:
 // claim() when a handle is allocated (false if its slot is live already), drop() just before

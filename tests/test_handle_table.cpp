@@ -20,6 +20,7 @@
 #include "palrt/gc/handle_table.hpp"
 #include "palrt/gc/internal/handle_table_access.hpp"
 #include "palrt/gc/owned_handle.hpp"
+#include "handle_cells.hpp"
 #include "scale.hpp"
 #include "subprocess.hpp"
 
@@ -29,17 +30,8 @@ using palrt::gc::internal::handle_table_access;
 
 namespace {
 
-// Stand-ins for a host's objects: distinct, aligned addresses.
-struct cell {
-  alignas(16) int id = 0;
-  bool alive = true;
-};
-
-std::size_t total(const handle_counters& c) {
-  std::size_t n = 0;
-  for (std::size_t k : c.handles) n += k;
-  return n;
-}
+using palrt::testing::cell;
+using palrt::testing::total;
 
 }  // namespace
 
