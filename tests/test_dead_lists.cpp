@@ -398,3 +398,65 @@ TEST_CASE("dead lists: automatic collections, which free outside the lock and sh
   for (std::size_t i = 0; i < 4 * every; ++i) make_object<plain>(gc).reset();
   CHECK(plain_destroyed >= static_cast<int>(10 * every));
 }
+
+namespace {
+// Runs `n` automatic collections of `every` objects each on the calling thread (each object
+// made and dropped at once).
+void collect_automatically(collector& gc, std::size_t every, std::size_t n) {
+  for (std::size_t i = 0; i < every * n; ++i) make_object<plain>(gc).reset();
+}
+}  // namespace
+
+TEST_CASE("dead lists: an automatic sweep (every 64th) leaves the list of a thread that collects its own, and "
+          "takes it once that thread stopped collecting") {
+  constexpr std::size_t every = 16;
+  handle_table table;
+  collector gc(table, collector_options{.collect_every = every});
+  plain_destroyed = 0;
+  std::uint32_t other_slot = 0;
+  std::thread([&] {
+    other_slot = collector_access::thread_slot();
+    std::vector<ref<plain>> held;
+    for (int i = 0; i < 5; ++i) held.push_back(make_object<plain>(gc));
+    // Its own automatic collection (made by its 16th object, which dies after it) marks its
+    // list as collected by its owner.
+    collect_automatically(gc, 1, every - 5);
+    held.clear();  // 5 more dead on its list, left for its next collection
+  }).join();
+  REQUIRE(collector_access::dead_on_slot(gc, other_slot) == 6);
+  collect_automatically(gc, every, 64);  // this thread's 64th: a sweep
+  CHECK(gc.counters().collections >= 64);
+  CHECK(collector_access::dead_on_slot(gc, other_slot) == 6);  // its owner's to take
+  // The owner has not collected since that sweep: the next sweep takes its list.
+  collect_automatically(gc, every, 64);
+  CHECK(collector_access::dead_on_slot(gc, other_slot) == 0);
+  gc.collect();
+  REQUIRE(gc.synchronize());
+  CHECK(plain_destroyed == static_cast<int>(every + 128 * every));
+}
+
+TEST_CASE("dead lists: an automatic sweep that finds the shared list not empty takes everything, so an exiting "
+          "thread's death there comes after its earlier ones") {
+  constexpr std::size_t every = 16;
+  handle_table table;
+  collector gc(table, collector_options{.collect_every = every});
+  (void)finalized.take();
+  ref<logged> dropped_at_exit = make_object<logged>(gc, 1, 2);
+  std::uint32_t exiting_slot = 0;
+  std::thread([&] {
+    exit_holder.object = std::move(dropped_at_exit);  // dropped after its slot is given back
+    exiting_slot = collector_access::thread_slot();
+    make_object<logged>(gc, 1, 0).reset();
+    collect_automatically(gc, 1, every - 2);  // its own collection: its list marked as collected by it
+    make_object<logged>(gc, 1, 1).reset();    // dead on its list, after that collection
+  }).join();
+  REQUIRE(collector_access::dead_on_shared_list(gc) == 1);
+  REQUIRE(collector_access::dead_on_slot(gc, exiting_slot) == 1);
+  collect_automatically(gc, every, 64);  // the sweep: everything, the marked list too
+  CHECK(collector_access::dead_on_shared_list(gc) == 0);
+  CHECK(collector_access::dead_on_slot(gc, exiting_slot) == 0);
+  gc.collect();  // runs the finalizers the sweep queued, if it did not
+  const auto runs = finalized.take();
+  INFO("finalized: " << describe(runs));
+  CHECK(runs == std::vector<std::pair<int, int>>{{1, 0}, {1, 1}, {1, 2}});
+}

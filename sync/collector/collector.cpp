@@ -104,17 +104,23 @@ std::size_t destroy_batch(const retired_batch& b) noexcept {
 // Frees every retired batch no reader can still see. Under collect_lock, which every
 // retirement (run_collection) holds too: no batch joins c.retired between the scan and the
 // walk below. (Were one to, oldest_reader_epoch() would still not pass it.)
-std::size_t reclaim(collector_state& c) {
+// `leave`: batches not to free, those of threads that free their own (see the sweep in
+// run_collection).
+template <class Leave>
+std::size_t reclaim(collector_state& c, Leave&& leave) {
   if (c.retired.empty()) return 0;
   const std::uint64_t oldest = oldest_reader_epoch();
   std::size_t freed = 0;
   auto safe = std::stable_partition(c.retired.begin(), c.retired.end(),
-                                    [&](const retired_batch& b) { return b.tag >= oldest; });
+                                    [&](const retired_batch& b) { return b.tag >= oldest || leave(b); });
   for (auto it = safe; it != c.retired.end(); ++it) freed += destroy_batch(*it);
   c.retired.erase(safe, c.retired.end());
   c.freed.fetch_add(freed, std::memory_order_relaxed);
   c.awaiting_grace.fetch_sub(freed, std::memory_order_relaxed);
   return freed;
+}
+std::size_t reclaim(collector_state& c) {
+  return reclaim(c, [](const retired_batch&) { return false; });
 }
 
 // An automatic collection of one thread's own dead (collect_now): the batches it retired
@@ -142,13 +148,23 @@ std::size_t pick_own_reclaimable(collector_state& c, const dead_list_record* own
   return n;
 }
 
+// What a collection takes (collect_now chooses for the automatic ones).
+enum class collection_scope {
+  // every list: collect(), the collector's destructor
+  everything,
+  // the calling thread's own list (`own`), in one round; the batches it retired are freed
+  // after the lock is dropped, so that two threads' automatic collections free their own
+  // objects at once, each on its own CPU
+  own,
+  // `own` and the lists their owners do not collect themselves (take_unattended), or
+  // everything if the shared list is not empty
+  unattended,
+};
+
 // `wait`: false for the automatic collections, which an allocating thread runs only if no
 // other collection is running (allocation never waits for a collection).
-// `own`: null for a collection of everything; for an automatic collection of the calling
-// thread's own dead, its record (collect_now): only that record is taken, in one round, and
-// the batches it retired are freed after the lock is dropped, so that two threads' automatic
-// collections free their own objects at once, each on its own CPU.
-collection_report run_collection(collector_state& c, bool wait, dead_list_record* own = nullptr) {
+collection_report run_collection(collector_state& c, bool wait, collection_scope what = collection_scope::everything,
+                                 dead_list_record* own = nullptr) {
   collection_report report;
   // A fork()ed child: the lock may be held for good, and the finalizer is gone. The automatic
   // collections just do not happen there (an allocation never waits for one anyway).
@@ -202,10 +218,15 @@ collection_report run_collection(collector_state& c, bool wait, dead_list_record
         o = next;
       }
     };
-    if (own) {
+    if (what == collection_scope::own) {
       c.lists.take_one(*own, visit);
+      // relaxed: a hint for the other threads' sweeps (dead_lists.hpp).
+      own->collected_by_owner.store(true, std::memory_order_relaxed);
     } else {
-      c.lists.take_all(visit);
+      if (what == collection_scope::unattended && c.lists.shared_empty())
+        c.lists.take_unattended(*own, visit);
+      else
+        c.lists.take_all(visit);
       for (object* o = reversed(c.finalized_list.exchange(nullptr, std::memory_order_acquire)); o;) {
         object* next = detail::object_access::next(*o);
         detail::object_access::state(*o).store(condemned, std::memory_order_relaxed);
@@ -238,17 +259,27 @@ collection_report run_collection(collector_state& c, bool wait, dead_list_record
       // After the sweeps: nothing leads to these objects any more (B'' in reader_epoch.cpp).
       const std::uint64_t tag = retire_epoch();
       just_retired = std::min(just_retired, tag);
-      c.retired.push_back({tag, to_retire.first, to_retire.n, own});
+      c.retired.push_back({tag, to_retire.first, to_retire.n, what == collection_scope::own ? own : nullptr});
       c.awaiting_grace.fetch_add(to_retire.n, std::memory_order_relaxed);
       report.retired += to_retire.n;
     }
-    if (own) break;  // deaths it caused are on its own list: the next collection's
-    report.freed += reclaim(c);
+    if (what == collection_scope::own) break;  // deaths it caused are on its own list: the next collection's
+    if (what == collection_scope::unattended) {
+      // Not the batches of threads that free their own (pick_own_reclaimable): freed here they
+      // would be freed on this CPU, away from the cache that holds them, into this thread's
+      // memory cache, which the thread that made them then misses.
+      report.freed += reclaim(c, [own](const retired_batch& b) {
+        return b.owner && b.owner != own && b.owner->collected_by_owner.load(std::memory_order_relaxed);
+      });
+    } else {
+      report.freed += reclaim(c);
+    }
     if (deaths_caused == 0) break;
   }
+  if (what == collection_scope::unattended) c.lists.clear_owner_marks();
   if (deferred.n > 0) c.lists.push_shared(deferred.first, deferred.last);
   c.collections.fetch_add(1, std::memory_order_relaxed);
-  if (own) {
+  if (what == collection_scope::own) {
     std::array<retired_batch, 4> picked;
     const std::size_t n = pick_own_reclaimable(c, own, just_retired, picked);
     lock.unlock();
@@ -331,15 +362,21 @@ std::size_t finalize_inline(collector_state& c) {
 
 void collect_now(collector_state& c, dead_list_record& mine) {
   // What died on this thread only (its own objects, mostly: freed on the CPU that made them,
-  // at the same time as other threads free theirs). Every `full_every`-th time, and on a
-  // thread without a list of its own, everything, so that what dies on a thread that never
-  // allocates is not left waiting for an explicit collect(). Rarely: such a collection frees
-  // other threads' objects on this CPU, and holds the lock while it does (two threads making
-  // and dropping objects on a loaded 2-vCPU VM: one in eight raised the CPU time per object
-  // from ~50-60 ns with none to ~70-110 ns).
-  constexpr std::uint32_t full_every = 64;
-  const bool everything = &mine == &c.lists.shared() || ++mine.automatic_collections % full_every == 0;
-  if (run_collection(c, false, everything ? nullptr : &mine).rounds > 0) (void)finalize_inline(c);
+  // at the same time as other threads free theirs). Every `sweep_every`-th time, also the
+  // lists of threads that do not collect their own (they never allocate, or have exited), so
+  // that what dies there is not left waiting for an explicit collect(); on a thread without a
+  // list of its own, everything. Not the lists of threads that collect their own: taking
+  // them froze the CPU time per object of two threads making and dropping objects at ~1.5x
+  // one thread's (palrt-bench finalizer, create-drop, a 2-vCPU VM: their objects were freed
+  // on the other CPU, whose cache held them, into the other thread's memory cache, and the
+  // sweep held the lock the other thread's collections then skipped), against ~1.95x without.
+  constexpr std::uint32_t sweep_every = 64;
+  collection_scope what = collection_scope::own;
+  if (&mine == &c.lists.shared())
+    what = collection_scope::everything;
+  else if (++mine.automatic_collections % sweep_every == 0)
+    what = collection_scope::unattended;
+  if (run_collection(c, false, what, &mine).rounds > 0) (void)finalize_inline(c);
 }
 
 // --- finalization_queue ---

@@ -49,6 +49,10 @@ struct alignas(record_alignment) dead_list_record {
   std::uint64_t next_collection = 0;
   // Automatic collections its owners ran (collect_now); only they use it.
   std::uint32_t automatic_collections = 0;
+  // Set by its owner's automatic collection of its own list, cleared after another thread's
+  // periodic sweep (take_unattended, clear_owner_marks), which takes only the lists nobody
+  // took since the last. relaxed: a hint; a stale value only moves a list to a later take.
+  std::atomic<bool> collected_by_owner{false};
 };
 
 struct dead_list_chunk {
@@ -138,6 +142,32 @@ class dead_lists {
     if (r.head.load(std::memory_order_relaxed))
       if (object* list = r.head.exchange(nullptr, std::memory_order_acquire)) visit(list);
   }
+  // Takes `mine`'s list and those of the records whose owner did not take its own since the
+  // last such take (threads that never allocate, exited threads), as T2 does, in take_all()'s
+  // order; the others are their owners' to take. visit(head) as for take_all(). Not the shared
+  // list: a caller that finds it not empty (shared_empty()) takes everything instead, so that
+  // an exiting thread's deaths there never come out before its earlier ones (dead_lists.cpp).
+  // One caller at a time (collect_lock).
+  template <class Visit>
+  void take_unattended(const dead_list_record& mine, Visit&& visit) noexcept {
+    for (std::size_t c = max_chunks; c-- > 0;) {
+      dead_list_chunk* chunk = chunks_[c].load(std::memory_order_acquire);  // C'
+      if (!chunk) continue;
+      for (std::size_t i = records_per_chunk; i-- > 0;) {
+        dead_list_record& r = chunk->records[i];
+        if (&r == &mine || !r.collected_by_owner.load(std::memory_order_relaxed)) take_one(r, visit);
+      }
+    }
+  }
+  // After a take_unattended(): the lists it left are their owners' until they next collect.
+  void clear_owner_marks() noexcept {
+    for (auto& cell : chunks_)
+      if (dead_list_chunk* chunk = cell.load(std::memory_order_acquire))  // C'
+        for (dead_list_record& r : chunk->records)
+          if (r.collected_by_owner.load(std::memory_order_relaxed))
+            r.collected_by_owner.store(false, std::memory_order_relaxed);
+  }
+  bool shared_empty() const noexcept { return shared_.head.load(std::memory_order_relaxed) == nullptr; }
   // A push onto the shared list from collect() (objects to take up again next time).
   void push_shared(object* first, object* last) noexcept;
 
