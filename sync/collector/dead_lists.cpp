@@ -27,7 +27,14 @@
 //   T2: for each published chunk (C'), each record: if its head is not null (relaxed), exchange
 //       it with null (acquire).
 //   An automatic collection of a thread's own dead (collector.cpp) takes only that thread's
-//   record, as T2 does: a prefix of its deaths, the rest for a later take.
+//   record, as T2 does: a prefix of its deaths, the rest for a later take, and marks the
+//   record as collected by its owner (relaxed: a hint). Every 64th is a sweep
+//   (take_unattended): if the shared record's head reads null, it takes its own record and
+//   every record not so marked, as T2 does, and afterwards clears the marks; a record it skips
+//   is its owner's to take, or the next sweep's if its owner does not collect again. A sweep
+//   that finds the shared list not empty takes everything (T1, T2) instead: skipping a marked
+//   record of a thread that has since exited while taking the shared list, where that thread's
+//   deaths during its exit went, would hand those on before its earlier deaths.
 //   The order collect() handles them in: the records in slot order, each record's objects in
 //   the order they died, then the shared list's, in the order they were pushed. (take_all()
 //   hands the lists over in the reverse of that, latest death first, and collect() prepends.)

@@ -101,8 +101,12 @@ struct collector_options {
   // the collector's lock, so that threads allocating at once collect at once, each freeing
   // its own objects on its own CPU; what it retires is freed by a later one of the same
   // thread (or by collect()), and deaths its destructors cause wait for the next. The 64th
-  // time (and on a thread beyond the 4096th alive), it collects everything, as collect() does:
-  // what dies on a thread that never allocates waits for that, or for collect().
+  // time it also sweeps up the lists of threads that do not collect their own (threads that
+  // never allocate, threads that exited): what dies there waits for that, or for collect().
+  // It leaves the lists of threads that collected their own since the last sweep (their
+  // objects are freed on their own CPUs), unless something died on the shared list (a thread
+  // while it exits, a thread beyond the 4096th alive): then, and on a thread beyond the
+  // 4096th, it collects everything, as collect() does.
   std::size_t collect_every = 0;
 };
 

@@ -25,8 +25,11 @@
 // Costs: copying a ref is a relaxed increment, dropping one a decrement (acq_rel); the drop
 // that reaches zero also pushes the object onto the dropping thread's own dead list of the
 // collector (one compare-exchange on a cache line no other thread writes between
-// collections), so objects made and dropped on different threads scale. Counts are 32-bit:
-// more than 4 billion references to one object is undefined.
+// collections), so objects made and dropped on different threads scale. The memory of an
+// object comes from its thread's cache of freed objects (trim_object_memory() below): a
+// load and a store, where the global allocator, handed thousands of frees at once by every
+// collection, took the arena's slow paths. Counts are 32-bit: more than 4 billion references
+// to one object is undefined.
 #pragma once
 
 #include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
