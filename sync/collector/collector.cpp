@@ -366,10 +366,11 @@ void collect_now(collector_state& c, dead_list_record& mine) {
   // lists of threads that do not collect their own (they never allocate, or have exited), so
   // that what dies there is not left waiting for an explicit collect(); on a thread without a
   // list of its own, everything. Not the lists of threads that collect their own: taking
-  // them froze the CPU time per object of two threads making and dropping objects at ~1.5x
-  // one thread's (palrt-bench finalizer, create-drop, a 2-vCPU VM: their objects were freed
-  // on the other CPU, whose cache held them, into the other thread's memory cache, and the
-  // sweep held the lock the other thread's collections then skipped), against ~1.95x without.
+  // them held two threads making and dropping objects to 0.96x-1.48x one thread's throughput
+  // (palrt-bench finalizer, create-drop, a 2-vCPU VM: their objects were freed on the other
+  // CPU, away from the cache that held them, into the other thread's memory cache, and the
+  // sweep held the lock the other thread's collections then skipped), against 1.89x-2.41x
+  // without (docs/BENCHMARKS.md).
   constexpr std::uint32_t sweep_every = 64;
   collection_scope what = collection_scope::own;
   if (&mine == &c.lists.shared())

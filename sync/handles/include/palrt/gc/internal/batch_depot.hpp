@@ -72,7 +72,9 @@ class batch_depot {
   };
   // One cache line per shard: its two stack heads, each (tag << 32 | index of the top).
   // 128 bytes apart, not 64: x86's spatial prefetchers pull lines in pairs, so two CPUs'
-  // shards on the two halves of one pair would trade the pair on every move.
+  // shards on the two halves of one pair would trade the pair on every move (two threads,
+  // 1024 allocate + release pairs each per round on one table: 4.5-6.5 ns per pair
+  // aggregate with the shards 64 bytes apart, 3.1-3.6 with 128, on a 2-vCPU VM).
   struct alignas(128) shard {
     std::atomic<std::uint64_t> full;
     std::atomic<std::uint64_t> empty;
