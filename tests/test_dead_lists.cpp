@@ -85,6 +85,35 @@ std::string describe(const std::vector<std::pair<int, int>>& runs) {
 
 }  // namespace
 
+namespace {
+// Runs body(w) on `workers` threads, started together, while another thread calls
+// gc.collect() in a loop; then `then()` on this thread, still while collections run; then
+// stops the collecting thread.
+template <class Body, class Then>
+void with_concurrent_collections(collector& gc, int workers, Body body, Then then) {
+  std::atomic<bool> done{false};
+  std::latch start(workers + 1);
+  std::thread collecting([&] {
+    start.arrive_and_wait();
+    while (!done.load(std::memory_order_acquire)) gc.collect();
+  });
+  std::vector<std::thread> team;
+  for (int w = 0; w < workers; ++w)
+    team.emplace_back([&, w] {
+      start.arrive_and_wait();
+      body(w);
+    });
+  for (auto& t : team) t.join();
+  then();
+  done.store(true, std::memory_order_release);
+  collecting.join();
+}
+template <class Body>
+void with_concurrent_collections(collector& gc, int workers, Body body) {
+  with_concurrent_collections(gc, workers, body, [] {});
+}
+}  // namespace
+
 TEST_CASE("dead lists: threads making and dropping objects while collections run lose none and free none twice") {
   // Each round starts fresh threads, so slots are given back and claimed again while objects
   // sit on their lists; some objects die on a thread other than the one that made them; two
@@ -96,32 +125,20 @@ TEST_CASE("dead lists: threads making and dropping objects while collections run
   collector gc(table, collector_options{.collect_every = 64});
   std::vector<std::atomic<int>> destroyed(static_cast<std::size_t>(rounds) * workers * per_worker);
   for (int round = 0; round < rounds; ++round) {
-    std::atomic<bool> done{false};
     std::mutex handoff_lock;
     std::vector<ref<counted>> handoff;  // made on one thread, dropped on another
-    std::latch start(workers + 1);
-    std::thread collecting([&] {
-      start.arrive_and_wait();
-      while (!done.load(std::memory_order_acquire)) gc.collect();
-    });
-    std::vector<std::thread> team;
-    for (int w = 0; w < workers; ++w)
-      team.emplace_back([&, w] {
-        start.arrive_and_wait();
-        const std::size_t base = (static_cast<std::size_t>(round) * workers + static_cast<std::size_t>(w)) * per_worker;
-        for (std::size_t i = 0; i < per_worker; ++i) {
-          ref<counted> o = make_object<counted>(gc, destroyed, base + i);
-          if (i % 7 == 0) {
-            std::lock_guard g(handoff_lock);
-            handoff.push_back(std::move(o));
-            if (handoff.size() > 8) handoff.erase(handoff.begin());  // dropped here, made elsewhere
-          }
+    const auto work = [&](int w) {
+      const std::size_t base = (static_cast<std::size_t>(round) * workers + static_cast<std::size_t>(w)) * per_worker;
+      for (std::size_t i = 0; i < per_worker; ++i) {
+        ref<counted> o = make_object<counted>(gc, destroyed, base + i);
+        if (i % 7 == 0) {
+          std::lock_guard g(handoff_lock);
+          handoff.push_back(std::move(o));
+          if (handoff.size() > 8) handoff.erase(handoff.begin());  // dropped here, made elsewhere
         }
-      });
-    for (auto& t : team) t.join();
-    handoff.clear();
-    done.store(true, std::memory_order_release);
-    collecting.join();
+      }
+    };
+    with_concurrent_collections(gc, workers, work, [&] { handoff.clear(); });
   }
   gc.collect();
   REQUIRE(gc.synchronize());
@@ -190,21 +207,9 @@ TEST_CASE("dead lists: objects that died on one thread are finalized in the orde
   (void)finalized.take();
   constexpr int threads = 2;
   const int per_thread = static_cast<int>(2000 * palrt::testing::scale());
-  std::atomic<bool> done{false};
-  std::latch start(threads + 1);
-  std::thread collecting([&] {
-    start.arrive_and_wait();
-    while (!done.load(std::memory_order_acquire)) gc.collect();
+  with_concurrent_collections(gc, threads, [&](int t) {
+    for (int i = 0; i < per_thread; ++i) make_object<logged>(gc, t, i).reset();
   });
-  std::vector<std::thread> team;
-  for (int t = 0; t < threads; ++t)
-    team.emplace_back([&, t] {
-      start.arrive_and_wait();
-      for (int i = 0; i < per_thread; ++i) make_object<logged>(gc, t, i).reset();
-    });
-  for (auto& t : team) t.join();
-  done.store(true, std::memory_order_release);
-  collecting.join();
   gc.collect();
   REQUIRE(finalizer.wait_for_pending_finalizers(std::chrono::seconds(30)) == pending_finalizers::finalized);
   finalizer.stop();

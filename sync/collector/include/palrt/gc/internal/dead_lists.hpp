@@ -123,16 +123,7 @@ class dead_lists {
     // T1, acquire: pairs with the pushers' D2.
     if (object* list = shared_.head.exchange(nullptr, std::memory_order_acquire)) visit(list);
     run_take_hook();
-    for (std::size_t c = max_chunks; c-- > 0;) {
-      dead_list_chunk* chunk = chunks_[c].load(std::memory_order_acquire);  // C'
-      if (!chunk) continue;
-      for (std::size_t i = records_per_chunk; i-- > 0;) {
-        dead_list_record& r = chunk->records[i];
-        // T2. relaxed: a filter (dead_lists.cpp); acquire: pairs with the pushers' D2.
-        if (r.head.load(std::memory_order_relaxed))
-          if (object* list = r.head.exchange(nullptr, std::memory_order_acquire)) visit(list);
-      }
-    }
+    for_each_record_from_highest([&](dead_list_record& r) { take_one(r, visit); });  // T2
   }
   // Takes one record's list (an automatic collection of its own thread's dead:
   // collector.cpp), as T2 does; visit(head) as for take_all().
@@ -150,22 +141,16 @@ class dead_lists {
   // One caller at a time (collect_lock).
   template <class Visit>
   void take_unattended(const dead_list_record& mine, Visit&& visit) noexcept {
-    for (std::size_t c = max_chunks; c-- > 0;) {
-      dead_list_chunk* chunk = chunks_[c].load(std::memory_order_acquire);  // C'
-      if (!chunk) continue;
-      for (std::size_t i = records_per_chunk; i-- > 0;) {
-        dead_list_record& r = chunk->records[i];
-        if (&r == &mine || !r.collected_by_owner.load(std::memory_order_relaxed)) take_one(r, visit);
-      }
-    }
+    for_each_record_from_highest([&](dead_list_record& r) {
+      if (&r == &mine || !r.collected_by_owner.load(std::memory_order_relaxed)) take_one(r, visit);
+    });
   }
   // After a take_unattended(): the lists it left are their owners' until they next collect.
   void clear_owner_marks() noexcept {
-    for (auto& cell : chunks_)
-      if (dead_list_chunk* chunk = cell.load(std::memory_order_acquire))  // C'
-        for (dead_list_record& r : chunk->records)
-          if (r.collected_by_owner.load(std::memory_order_relaxed))
-            r.collected_by_owner.store(false, std::memory_order_relaxed);
+    for_each_record_from_highest([](dead_list_record& r) {
+      if (r.collected_by_owner.load(std::memory_order_relaxed))
+        r.collected_by_owner.store(false, std::memory_order_relaxed);
+    });
   }
   bool shared_empty() const noexcept { return shared_.head.load(std::memory_order_relaxed) == nullptr; }
   // A push onto the shared list from collect() (objects to take up again next time).
@@ -190,6 +175,15 @@ class dead_lists {
   std::atomic<const step_hook*> between_take_steps{nullptr};
 
  private:
+  // Every record of a published chunk, from the highest slot down (the takes' order).
+  template <class F>
+  void for_each_record_from_highest(F&& f) noexcept {
+    for (std::size_t c = max_chunks; c-- > 0;) {
+      dead_list_chunk* chunk = chunks_[c].load(std::memory_order_acquire);  // C'
+      if (!chunk) continue;
+      for (std::size_t i = records_per_chunk; i-- > 0;) f(chunk->records[i]);
+    }
+  }
   dead_list_record& mine_slow() noexcept;
   void run_take_hook() noexcept;
 
