@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
 #include "palrt/pal/cpu.hpp"
 
+#include <fcntl.h>
 #include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <fstream>
 #include <iterator>
@@ -77,12 +79,13 @@ int current_cpu() noexcept {
 }
 
 int cpu_id_bound() noexcept {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
-  int bound = 1;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
-    if (CPU_ISSET(cpu, &set)) bound = cpu + 1;
+  // relaxed: any thread computes the same value; a race reads the file twice.
+  static std::atomic<int> cached{0};
+  int bound = cached.load(std::memory_order_relaxed);
+  if (bound == 0) {
+    bound = cpu_access::cpu_id_bound_from("/sys/devices/system/cpu/online");
+    cached.store(bound, std::memory_order_relaxed);
+  }
   return bound;
 }
 
@@ -127,6 +130,52 @@ std::optional<cgroup_cpu_limit> cpu_access::tightest_cpu_max(const std::string& 
     path.erase(slash == std::string::npos ? 0 : slash);
   }
   return tightest;
+}
+
+std::optional<int> cpu_access::cpu_list_bound(std::string_view text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
+  if (text.empty()) return std::nullopt;
+  int bound = 0;
+  // Ranges "a-b" and single ids "a", separated by commas.
+  while (!text.empty()) {
+    const std::size_t comma = text.find(',');
+    const std::string_view item = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    const std::size_t dash = item.find('-');
+    const auto number = [](std::string_view digits) -> std::optional<int> {
+      if (digits.empty() || digits.size() > 6) return std::nullopt;
+      int n = 0;
+      for (char c : digits) {
+        if (c < '0' || c > '9') return std::nullopt;
+        n = n * 10 + (c - '0');
+      }
+      return n;
+    };
+    const auto first = number(item.substr(0, dash));
+    const auto last = dash == std::string_view::npos ? first : number(item.substr(dash + 1));
+    if (!first || !last || *last < *first) return std::nullopt;
+    bound = std::max(bound, *last + 1);
+  }
+  return bound;
+}
+
+int cpu_access::cpu_id_bound_from(const char* online_file) noexcept {
+  // Not iostreams: this runs on a handle table's first overflow, maybe in a small thread.
+  if (const int fd = ::open(online_file, O_RDONLY | O_CLOEXEC); fd >= 0) {
+    char text[4096];  // "0-4095" is 7 bytes; only a list with thousands of holes is longer
+    const ssize_t n = ::read(fd, text, sizeof text);
+    ::close(fd);
+    if (n > 0 && static_cast<std::size_t>(n) < sizeof text) {  // a full buffer may be cut short
+      if (const auto bound = cpu_list_bound(std::string_view(text, static_cast<std::size_t>(n)))) return *bound;
+    }
+  }
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  int bound = 1;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &set)) bound = cpu + 1;
+  return bound;
 }
 
 }  // namespace internal

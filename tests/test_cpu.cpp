@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -138,21 +139,50 @@ TEST_CASE("cpu: the tightest cpu.max on the path to the root bounds the count, n
   CHECK(cpu::processor_count(8, cpu::tightest_cpu_max(tree.mount.string(), "/machine/app/worker")) == 8);
 }
 
-TEST_CASE("cpu: cpu_id_bound covers every CPU of the thread's mask, and follows the mask when it shrinks") {
+TEST_CASE("cpu: cpu_id_bound covers every online CPU id, whatever the calling thread's mask") {
+  // The kernel's list, read here the way a user would.
+  std::ifstream in("/sys/devices/system/cpu/online");
+  std::string list;
+  REQUIRE(std::getline(in, list));
+  const auto expected = cpu::cpu_list_bound(list);
+  REQUIRE(expected);
   cpu_set_t saved;
   REQUIRE(sched_getaffinity(0, sizeof saved, &saved) == 0);
-  int highest = -1;
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &saved)) highest = c;
-  REQUIRE(highest >= 0);
-  CHECK(pal::cpu_id_bound() == highest + 1);
-  // Pinned to its lowest CPU, a thread needs ids up to that one only.
   int lowest = 0;
   while (!CPU_ISSET(lowest, &saved)) ++lowest;
+  // Pinned to its lowest CPU first (the process's first call happens there): a structure made
+  // by this thread still needs every id another thread may run on.
   cpu_set_t one;
   CPU_ZERO(&one);
   CPU_SET(lowest, &one);
   REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
-  CHECK(pal::cpu_id_bound() == lowest + 1);
+  CHECK(pal::cpu_id_bound() == *expected);
   REQUIRE(sched_setaffinity(0, sizeof saved, &saved) == 0);
+  CHECK(pal::cpu_id_bound() == *expected);
+}
+
+TEST_CASE("cpu: a kernel CPU list's bound, and the thread's mask when the list cannot be read") {
+  CHECK(cpu::cpu_list_bound("0\n") == 1);
+  CHECK(cpu::cpu_list_bound("0-1\n") == 2);
+  CHECK(cpu::cpu_list_bound("0-3,8,10-11\n") == 12);
+  CHECK(cpu::cpu_list_bound("5") == 6);
+  CHECK_FALSE(cpu::cpu_list_bound(""));
+  CHECK_FALSE(cpu::cpu_list_bound("\n"));
+  CHECK_FALSE(cpu::cpu_list_bound("0-"));
+  CHECK_FALSE(cpu::cpu_list_bound("3-1"));
+  CHECK_FALSE(cpu::cpu_list_bound("0,,2"));
+  CHECK_FALSE(cpu::cpu_list_bound("a-b"));
+  CHECK_FALSE(cpu::cpu_list_bound("99999999"));
+  // No such file (no /sys): the calling thread's mask decides.
+  cpu_set_t mask;
+  REQUIRE(sched_getaffinity(0, sizeof mask, &mask) == 0);
+  int highest = -1;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &mask)) highest = c;
+  CHECK(cpu::cpu_id_bound_from("/nonexistent/palrt/online") == highest + 1);
+  // A file that holds no CPU list: the same.
+  const auto garbage = std::filesystem::temp_directory_path() / ("palrt-online-" + std::to_string(getpid()));
+  std::ofstream(garbage) << "not a list\n";
+  CHECK(cpu::cpu_id_bound_from(garbage.c_str()) == highest + 1);
+  std::filesystem::remove(garbage);
 }

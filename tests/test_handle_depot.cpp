@@ -6,6 +6,7 @@
 // between reading the top's successor and its compare-exchange (the ABA window), and a thread
 // holding a batch that is on no stack.
 #include <doctest/doctest.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -290,7 +291,8 @@ void check_batch_in_transit(bool in_refill) {
   std::binary_semaphore t_finish{0};
   const void* t_slot = nullptr;  // in a refill: T's allocation after it resumed
   std::vector<handle> left;      // the helper's handles, released by this thread at the end
-  std::thread t;
+  std::binary_semaphore helper_returned{0}, helper_exit{0};
+  std::thread t, helper;
   if (!in_refill) {
     // T allocates 512 and releases them in order until one release returns a batch: it
     // stalls there, holding the oldest 128 slots of its cache.
@@ -302,13 +304,17 @@ void check_batch_in_transit(bool in_refill) {
       for (handle h : t_live) table.release(h);
     });
   } else {
-    // A helper returns one batch and exits (its other handles left to this thread); T, its
-    // cache empty, refills and stalls holding that batch.
-    std::thread([&] {
+    // A helper returns one batch and waits (its other handles left to this thread; it stays,
+    // so that its exit does not give the batch back to the blocks); T, its cache empty,
+    // refills and stalls holding that batch.
+    helper = std::thread([&] {
       std::vector<handle> hs;
       for (std::size_t i = 0; i < 4 * batch; ++i) hs.push_back(table.allocate(kind, &cells[1000 + i]));
       release_until_return(hs, left, false);
-    }).join();
+      helper_returned.release();
+      helper_exit.acquire();
+    });
+    helper_returned.acquire();
     REQUIRE(handle_table_access::depot_full_batches(table, kind) == 1);
     t = std::thread([&] {
       stall_here = true;
@@ -360,6 +366,10 @@ void check_batch_in_transit(bool in_refill) {
   handle_table_access::set_depot_transit_hook(table, kind, nullptr, nullptr);
   t_finish.release();
   t.join();
+  if (helper.joinable()) {
+    helper_exit.release();
+    helper.join();
+  }
   if (in_refill) CHECK(in_transit.count(t_slot) == 1);
   for (handle h : kept) table.release(h);
   for (handle h : left) table.release(h);
@@ -380,13 +390,35 @@ TEST_CASE("handle depot: a thread stalled refilling a batch keeps its slots out 
   check_batch_in_transit(true);
 }
 
-TEST_CASE("handle depot: a table's depot has a shard per CPU id it may run on, and room for 8 batches per shard") {
-  handle_table table;
+TEST_CASE("handle depot: a table's depot has a shard per online CPU id, and room for 8 batches per shard, even "
+          "when the thread that made the table is pinned to one CPU") {
   const std::size_t cpus = static_cast<std::size_t>(palrt::pal::cpu_id_bound());
-  for (handle_kind k : {handle_kind::strong, handle_kind::weak_short, handle_kind::weak_long, handle_kind::dependent}) {
-    CHECK(handle_table_access::depot_shards(table, k) == std::min<std::size_t>(std::bit_ceil(cpus), 64));
-    CHECK(handle_table_access::depot_capacity(table, k) >= 8 * handle_table_access::depot_shards(table, k));
-  }
+  const auto check_sized = [&](handle_table& table) {
+    for (handle_kind k : {handle_kind::strong, handle_kind::weak_short, handle_kind::weak_long, handle_kind::dependent}) {
+      CHECK(handle_table_access::depot_shards(table, k) == std::min<std::size_t>(std::bit_ceil(cpus), 64));
+      CHECK(handle_table_access::depot_capacity(table, k) >= 8 * handle_table_access::depot_shards(table, k));
+    }
+  };
+  handle_table table;
+  check_sized(table);
+  // Made, and first used, by a thread pinned to its lowest CPU (a host that pins its main
+  // thread): the other CPUs' threads still get shards of their own.
+  cpu_set_t saved;
+  REQUIRE(sched_getaffinity(0, sizeof saved, &saved) == 0);
+  int lowest = 0;
+  while (!CPU_ISSET(lowest, &saved)) ++lowest;
+  std::thread([&] {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(lowest, &one);
+    CHECK(sched_setaffinity(0, sizeof one, &one) == 0);  // (no REQUIRE off the test's thread)
+    handle_table pinned;
+    cell c;
+    std::vector<handle> hs;
+    for (std::size_t i = 0; i < cache_capacity + 2 * batch; ++i) hs.push_back(pinned.allocate(kind, &c));
+    for (handle h : hs) pinned.release(h);  // the first returns to the depot decide its shards
+    check_sized(pinned);
+  }).join();
 }
 
 TEST_CASE("handle depot: returns beyond the depot's room go back to the blocks, and every slot is allocatable again") {
@@ -401,6 +433,87 @@ TEST_CASE("handle depot: returns beyond the depot's room go back to the blocks, 
     for (handle h : hs) table.release(h);
     CHECK(handle_table_access::depot_full_batches(table, kind) == 8);
   }).join();
-  CHECK(handle_table_access::depot_full_batches(table, kind) == 8);
+  // The thread's exit gave the 8 batches it left back to the blocks, with its cache.
+  CHECK(handle_table_access::depot_full_batches(table, kind) == 0);
   std::thread([&] { check_every_slot_allocatable(table); }).join();
+}
+
+TEST_CASE("handle depot: a thread that never overflowed its cache leaves the batches another CPU's thread parked; "
+          "once it has, it takes them before growing the table; an exiting thread gives back the batches it left") {
+  // P (shard 0) parks batches and waits. Q (shard 1), still growing its working set, must
+  // not take them (its slots would sit beside P's in the same lines: batch_depot::take); once
+  // Q has overflowed, it takes them rather than grow. P's exit then gives what is left on its
+  // shard back to the blocks, and leaves Q's shard alone.
+  handle_table table;
+  handle_table_access::use_depot(table, kind, 2, 16);
+  cell c;
+  std::set<const void*> p_slots;  // every slot P allocated (written before p_parked)
+  std::binary_semaphore p_parked{0}, p_exit{0}, q_done{0}, q_exit{0};
+  std::thread p([&] {
+    handle_table_access::set_depot_home_shard(0);
+    std::vector<handle> hs;
+    for (std::size_t i = 0; i < cache_capacity + 4 * batch; ++i) {
+      hs.push_back(table.allocate(kind, &c));
+      p_slots.insert(hs.back().address());
+    }
+    for (handle h : hs) table.release(h);  // the cache fills, then 4 or 5 batches go to shard 0
+    p_parked.release();
+    p_exit.acquire();
+  });
+  p_parked.acquire();
+  const std::size_t parked = handle_table_access::depot_full_batches(table, kind, 0);
+  REQUIRE(parked >= 4);
+
+  struct phase {
+    std::size_t from_p = 0;        // slots of P's the phase's allocations got
+    std::size_t blocks_before = 0, blocks_after = 0;
+    std::size_t parked_after = 0;  // full batches on shard 0 after the phase
+  } growing, overflowed;
+  std::size_t q_parked = 0;  // full batches on shard 1 when Q is done
+  const auto allocate_n = [&](phase& ph, std::size_t n, std::vector<handle>& hs) {
+    ph.blocks_before = table.counters().blocks;
+    for (std::size_t i = 0; i < n; ++i) {
+      hs.push_back(table.allocate(kind, &c));
+      ph.from_p += p_slots.count(hs.back().address());
+    }
+    ph.blocks_after = table.counters().blocks;
+    ph.parked_after = handle_table_access::depot_full_batches(table, kind, 0);  // P waits, Q is here
+  };
+  std::thread q([&] {
+    handle_table_access::set_depot_home_shard(1);
+    std::vector<handle> hs;
+    allocate_n(growing, 3 * batch, hs);
+    // 384 releases: the cache fills and overflows (batches to shard 1).
+    for (handle h : hs) table.release(h);
+    hs.clear();
+    // Its cache and its own batches, then some of P's rather than new blocks.
+    allocate_n(overflowed, cache_capacity + 4 * batch, hs);
+    for (handle h : hs) table.release(h);  // the cache fills, batches to shard 1
+    q_parked = handle_table_access::depot_full_batches(table, kind, 1);
+    q_done.release();
+    q_exit.acquire();
+  });
+  q_done.acquire();
+  CHECK(growing.from_p == 0);
+  CHECK(growing.parked_after == parked);
+  CHECK(growing.blocks_after > growing.blocks_before);  // it grew the table instead
+  CHECK(overflowed.from_p > 0);
+  CHECK(overflowed.parked_after < parked);
+  CHECK(overflowed.blocks_after == overflowed.blocks_before);
+  CHECK(q_parked >= 1);
+
+  p_exit.release();
+  p.join();
+  // P put to shard 0 last: its exit gave the batches left there back to the blocks. Shard 1
+  // is Q's: untouched.
+  CHECK(handle_table_access::depot_full_batches(table, kind, 0) == 0);
+  CHECK(handle_table_access::depot_full_batches(table, kind, 1) == q_parked);
+  q_exit.release();
+  q.join();
+  CHECK(handle_table_access::depot_full_batches(table, kind) == 0);
+  // A new thread on either shard reaches every slot without growing the table.
+  std::thread([&] {
+    handle_table_access::set_depot_home_shard(0);
+    check_every_slot_allocatable(table);
+  }).join();
 }

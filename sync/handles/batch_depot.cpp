@@ -12,9 +12,11 @@
 //              (tag + 1, container), release;
 //   pop   (P') load the head (H', acquire), read the top's next (N, relaxed), compare-exchange
 //              the head to (tag + 1, next), acquire; on success the thread holds the top.
-// take(): pop a full batch (home shard, then the others), copy its slots into the cache, push
-// the container onto the home shard's empty stack. put(): pop an empty container (home, then
-// the others, else make some), copy the cache's oldest slots into it, push it full.
+// take(): pop a full batch (home shard, then, for a cache that overflowed before, the others),
+// copy its slots into the cache, push the container onto the home shard's empty stack.
+// take_left_by(): the same from a shard whose last putter was the exiting thread's cache.
+// put(): pop an empty container (home, then the others, else make some), copy the cache's
+// oldest slots into it, push it full.
 //
 // Why the slots a taker gets are free and its own: P (release) by the putter pairs with P'
 // (acquire) by the taker; every later compare-exchange on the head is a read-modify-write, so
@@ -42,12 +44,16 @@
 // on), lock-free: the maker constructs a chunk, installs its address in chunks_[k] with a
 // compare-exchange (release, C; at() loads it with acquire, C'), keeps one container and
 // pushes the rest as one chain onto its home shard's empty stack. A maker that loses the
-// install frees its chunk and reports none (its caller falls back to the blocks, which is
-// always correct). An index reaches a stack only by a push that follows its chunk's C in the
-// maker's order, so at() on any index read from a head (acquire) finds the chunk.
+// install frees its chunk and looks for a container again (put()); only when no chunk may be
+// made does put() fail, and its caller falls back to the blocks, which is always correct. An
+// index reaches a stack only by a push that follows its chunk's C in the maker's order, so
+// at() on any index read from a head (acquire) finds the chunk.
 //
-// Shards. The home shard is the CPU the thread runs on (pal::current_cpu(), masked): a hint
-// for locality only. Every stack above is correct for any thread, so a thread that moved CPUs
+// Shards. They are made by the first put() (shards(): allocated, initialised, installed with
+// one compare-exchange, release, S; every use loads them with acquire, S'; a loser frees its
+// own), so every stack a thread reaches is initialised; before that, take() finds nothing,
+// which is the truth. The home shard is the CPU the thread runs on (pal::current_cpu(),
+// masked): a hint for locality only. Every stack above is correct for any thread, so a thread that moved CPUs
 // between its pop and its push, or two CPUs that share a shard, cost a shared line, not
 // correctness.
 //
@@ -80,22 +86,44 @@ constinit thread_local int forced_home_shard = -1;
 
 }  // namespace
 
-batch_depot::batch_depot(std::size_t shards, std::size_t max_batches) {
-  shards = std::bit_ceil(std::max<std::size_t>(1, std::min(shards, max_shards)));
-  shard_mask_ = shards - 1;
-  // Whole chunks: the bound is exact.
-  std::size_t cap = first_chunk;
-  for (int k = 1; k < max_chunks && cap < max_batches; ++k) cap += std::size_t{first_chunk} << k;
-  max_batches_ = cap;
-  shards_ = std::make_unique<shard[]>(shards);
-  for (std::size_t s = 0; s < shards; ++s) {
-    // relaxed: the depot reaches other threads with the table that owns it.
-    shards_[s].full.store(no_batch, std::memory_order_relaxed);
-    shards_[s].empty.store(no_batch, std::memory_order_relaxed);
+batch_depot::batch_depot(std::size_t shards, std::size_t max_batches)
+    : wanted_shards_(shards), wanted_max_batches_(max_batches) {}
+
+const batch_depot::shard_set* batch_depot::shards() noexcept {
+  // acquire (S'): pairs with S below (the set is initialised).
+  if (const shard_set* set = shards_.load(std::memory_order_acquire)) [[likely]]
+    return set;
+  const std::size_t bound = wanted_shards_ ? wanted_shards_ : static_cast<std::size_t>(pal::cpu_id_bound());
+  const std::size_t count = std::bit_ceil(std::max<std::size_t>(1, std::min(bound, max_shards)));
+  auto* set = new (std::nothrow) shard_set;
+  if (!set) return nullptr;
+  set->shards.reset(new (std::nothrow) shard[count]);
+  if (!set->shards) {
+    delete set;
+    return nullptr;
   }
+  set->mask = count - 1;
+  // Whole chunks: the bound is exact.
+  const std::size_t wanted = wanted_max_batches_ ? wanted_max_batches_ : 8 * count;
+  std::size_t cap = first_chunk;
+  for (int k = 1; k < max_chunks && cap < wanted; ++k) cap += std::size_t{first_chunk} << k;
+  set->max_batches = cap;
+  for (std::size_t i = 0; i < count; ++i) {
+    // relaxed: published by S.
+    set->shards[i].full.store(no_batch, std::memory_order_relaxed);
+    set->shards[i].empty.store(no_batch, std::memory_order_relaxed);
+  }
+  shard_set* expected = nullptr;
+  // S (release): the set is initialised before anyone finds it.
+  if (shards_.compare_exchange_strong(expected, set, std::memory_order_release, std::memory_order_acquire))
+    return set;
+  delete set;  // another thread installed one first: use it
+  return expected;
 }
 
 batch_depot::~batch_depot() {
+  // relaxed: the depot's owner destroys it after every other user is done.
+  delete shards_.load(std::memory_order_relaxed);
   for (int k = 0; k < max_chunks; ++k) {
     // relaxed: the depot's owner destroys it after every other user is done.
     batch* chunk = chunks_[k].load(std::memory_order_relaxed);
@@ -139,27 +167,28 @@ void batch_depot::push(std::atomic<std::uint64_t>& head, batch& first, batch& la
                                        std::memory_order_relaxed));
 }
 
-std::size_t batch_depot::home_shard() const noexcept {
+std::size_t batch_depot::home_shard(const shard_set& set) noexcept {
   const int forced = forced_home_shard;
-  return static_cast<std::size_t>(forced >= 0 ? forced : pal::current_cpu()) & shard_mask_;
+  return static_cast<std::size_t>(forced >= 0 ? forced : pal::current_cpu()) & set.mask;
 }
 
-batch_depot::batch* batch_depot::pop_any(std::atomic<std::uint64_t> shard::*stack, std::size_t home) noexcept {
-  for (std::size_t i = 0; i <= shard_mask_; ++i) {
-    if (batch* b = pop(shards_[(home + i) & shard_mask_].*stack)) return b;
+batch_depot::batch* batch_depot::pop_any(const shard_set& set, std::atomic<std::uint64_t> shard::*stack,
+                                         std::size_t home) noexcept {
+  for (std::size_t i = 0; i <= set.mask; ++i) {
+    if (batch* b = pop(set.shards[(home + i) & set.mask].*stack)) return b;
   }
   return nullptr;
 }
 
-batch_depot::batch* batch_depot::make_containers(shard& home) noexcept {
+batch_depot::made batch_depot::make_containers(const shard_set& set, shard& home, batch*& kept) noexcept {
   int k = 0;
   std::uint32_t first = 0;
   // acquire (C'): only to find the first chunk not made yet; the exchange below decides.
   while (k < max_chunks && chunks_[k].load(std::memory_order_acquire)) first += first_chunk << k++;
-  if (k == max_chunks || first >= max_batches_) return nullptr;
+  if (k == max_chunks || first >= set.max_batches) return made::none;
   const std::uint32_t size = first_chunk << k;
   void* memory = ::operator new[](size * sizeof(batch), std::align_val_t{alignof(batch)}, std::nothrow);
-  if (!memory) return nullptr;
+  if (!memory) return made::none;
   batch* chunk = static_cast<batch*>(memory);
   for (std::uint32_t i = 0; i < size; ++i) {
     batch* b = ::new (static_cast<void*>(chunk + i)) batch;
@@ -170,58 +199,105 @@ batch_depot::batch* batch_depot::make_containers(shard& home) noexcept {
   batch* expected = nullptr;
   // C (release): the containers are constructed before anyone can find the chunk.
   if (!chunks_[k].compare_exchange_strong(expected, chunk, std::memory_order_release, std::memory_order_relaxed)) {
-    ::operator delete[](memory, std::align_val_t{alignof(batch)});  // another maker won chunk k
-    return nullptr;
+    ::operator delete[](memory, std::align_val_t{alignof(batch)});
+    return made::by_another;  // another maker won chunk k: its containers are on a shard now
   }
   made_.fetch_add(size, std::memory_order_relaxed);  // relaxed: a statistic
   if (size > 1) push(home.empty, chunk[1], chunk[size - 1]);
-  return &chunk[0];
+  kept = &chunk[0];
+  return made::here;
 }
 
 bool batch_depot::put(detail::handle_cache& cache) noexcept {
-  const std::size_t home = home_shard();
-  batch* b = pop_any(&shard::empty, home);
-  if (!b) b = make_containers(shards_[home]);
-  if (!b) return false;
+  const shard_set* set = shards();
+  if (!set) return false;
+  const std::size_t home = home_shard(*set);
+  batch* b = nullptr;
+  // A maker that lost the race for a chunk looks again rather than send the slots back to the
+  // blocks (where the next refill would mix them with another thread's): the winner pushes
+  // its spare containers right after its install, and if they are not there yet, or taken,
+  // the next round makes the next chunk. Bounded: every round, one more chunk exists.
+  for (;;) {
+    if ((b = pop_any(*set, &shard::empty, home))) break;
+    const made m = make_containers(*set, set->shards[home], b);
+    if (m == made::here) break;
+    if (m == made::none) return false;
+  }
   std::memcpy(b->slots, cache.slots, sizeof b->slots);
   // acquire: as for pop_hook (tests only).
   if (auto hook = transit_hook.load(std::memory_order_acquire)) [[unlikely]]
     hook(transit_hook_context);
   std::memmove(cache.slots, cache.slots + batch_slots, (cache.count - batch_slots) * sizeof(cache.slots[0]));
   cache.count -= batch_slots;
-  push(shards_[home].full, *b, *b);
+  set->shards[home].last_putter.store(&cache, std::memory_order_relaxed);
+  push(set->shards[home].full, *b, *b);
   return true;
 }
 
-bool batch_depot::take(detail::handle_cache& cache) noexcept {
-  const std::size_t home = home_shard();
-  batch* b = pop_any(&shard::full, home);
-  if (!b) return false;
+void batch_depot::take_into(batch& full, shard& home, detail::handle_cache& cache) noexcept {
   // acquire: as for pop_hook (tests only).
   if (auto hook = transit_hook.load(std::memory_order_acquire)) [[unlikely]]
     hook(transit_hook_context);
-  std::memcpy(cache.slots + cache.count, b->slots, sizeof b->slots);
+  std::memcpy(cache.slots + cache.count, full.slots, sizeof full.slots);
   cache.count += batch_slots;
-  push(shards_[home].empty, *b, *b);
+  push(home.empty, full, full);
+}
+
+bool batch_depot::take(detail::handle_cache& cache) noexcept {
+  // acquire (S'): no set yet, no batch was ever put.
+  const shard_set* set = shards_.load(std::memory_order_acquire);
+  if (!set) return false;
+  const std::size_t home = home_shard(*set);
+  batch* b = cache.overflowed ? pop_any(*set, &shard::full, home) : pop(set->shards[home].full);
+  if (!b) return false;
+  take_into(*b, set->shards[home], cache);
   return true;
+}
+
+bool batch_depot::take_left_by(const detail::handle_cache* putter, detail::handle_cache& into) noexcept {
+  const shard_set* set = shards_.load(std::memory_order_acquire);  // S'
+  if (!set) return false;
+  for (std::size_t s = 0; s <= set->mask; ++s) {
+    if (set->shards[s].last_putter.load(std::memory_order_relaxed) != putter) continue;
+    if (batch* b = pop(set->shards[s].full)) {
+      take_into(*b, set->shards[s], into);
+      return true;
+    }
+  }
+  return false;
 }
 
 void batch_depot::force_home_shard(int shard) noexcept { forced_home_shard = shard; }
 
-std::size_t batch_depot::full_batches() const noexcept {
+std::size_t batch_depot::full_batches(int only_shard) const noexcept {
+  const shard_set* set = shards_.load(std::memory_order_acquire);  // S'
+  if (!set) return 0;
   std::size_t n = 0;
-  for (std::size_t s = 0; s <= shard_mask_; ++s) {
+  for (std::size_t s = 0; s <= set->mask; ++s) {
+    if (only_shard >= 0 && s != static_cast<std::size_t>(only_shard)) continue;
     // relaxed: no other thread uses the depot meanwhile (the caller's precondition).
-    for (std::uint32_t i = index_of(shards_[s].full.load(std::memory_order_relaxed)); i != no_batch;
+    for (std::uint32_t i = index_of(set->shards[s].full.load(std::memory_order_relaxed)); i != no_batch;
          i = at(i).next.load(std::memory_order_relaxed))
       ++n;
   }
   return n;
 }
 
+std::size_t batch_depot::shard_count() noexcept {
+  const shard_set* set = shards();
+  return set ? set->mask + 1 : 0;
+}
+
+std::size_t batch_depot::max_batches() noexcept {
+  const shard_set* set = shards();
+  return set ? set->max_batches : 0;
+}
+
 std::size_t batch_depot::bytes() const noexcept {
-  // relaxed: a statistic (counters() is a snapshot).
-  return made_.load(std::memory_order_relaxed) * sizeof(batch) + (shard_mask_ + 1) * sizeof(shard);
+  // acquire (S'); relaxed for the count: a statistic (counters() is a snapshot).
+  const shard_set* set = shards_.load(std::memory_order_acquire);
+  return made_.load(std::memory_order_relaxed) * sizeof(batch) +
+         (set ? sizeof(shard_set) + (set->mask + 1) * sizeof(shard) : 0);
 }
 
 }  // namespace palrt::gc::internal

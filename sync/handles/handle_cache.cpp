@@ -5,9 +5,10 @@
 // The fast path is one thread-local compare (current_thread_cache): a thread's last table
 // and its caches. Threads that use several tables switch the hint on the slow path. A thread
 // owns its caches' memory; a table owns its blocks. When a thread exits, it returns its free
-// slots to each table that still exists (under the registry's lock, which a table's
-// destructor also takes, so the table cannot go away meanwhile); caches for tables already
-// destroyed are simply dropped (their serial is never reused, so they can never be found).
+// slots, and the batches it left in their depots, to each table that still exists (under
+// the registry's lock, which a table's destructor also takes, so the table cannot go away
+// meanwhile); caches for tables already destroyed are simply dropped (their serial is never
+// reused, so they can never be found).
 #include <algorithm>
 #include <memory>
 #include <mutex>
@@ -50,8 +51,14 @@ class thread_cache_owner {
     for (auto& [serial, caches] : entries_) {
       auto table = r.tables.find(serial);
       if (table == r.tables.end()) continue;
-      for (std::size_t k = 0; k < handle_kind_count; ++k)
-        return_to_blocks(table->second->kinds[k], caches->kinds[k], caches->kinds[k].count);
+      for (std::size_t k = 0; k < handle_kind_count; ++k) {
+        handle_kind_state& kind = table->second->kinds[k];
+        handle_cache& cache = caches->kinds[k];
+        return_to_blocks(kind, cache, cache.count);
+        // And the batches this thread parked on a shard nobody put to since: a thread on
+        // another CPU that has not overflowed its cache does not take them (batch_depot::take).
+        while (kind.depot->take_left_by(&cache, cache)) return_to_blocks(kind, cache, cache.count);
+      }
     }
   }
 

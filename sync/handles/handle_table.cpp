@@ -20,7 +20,8 @@
 //     acquire in refill, A'). A full cache returns a batch to the depot, or to the blocks
 //     when the depot has no container to spare; an empty cache refills from the depot, or,
 //     when it has no batch, from the blocks under the kind's lock (growing the table if they
-//     have no free slot either). A thread that exits returns its caches to the blocks.
+//     have no free slot either). A thread that exits returns its caches to the blocks, and
+//     the batches it put last on a shard (batch_depot::take_left_by).
 //   - So a slot's bit is set exactly while the slot is a handle or free in a cache, the depot
 //     or a thread moving a batch; sweeps, iteration and counters read only bits and slots,
 //     and skip the free marker, so none of them depends on where a free slot is.
@@ -35,7 +36,6 @@
 #include <stdexcept>
 
 #include "palrt/gc/internal/handle_block.hpp"
-#include "palrt/pal/cpu.hpp"
 #include "palrt/pal/fork.hpp"
 #include "palrt/gc/internal/handle_table_access.hpp"
 #include "palrt/pal/internal/futex.hpp"
@@ -249,14 +249,12 @@ handle_table::handle_table(handle_table_options options)
     : serial_(next_table_serial.fetch_add(1, std::memory_order_relaxed)),
       state_(std::make_unique<internal::handle_table_state>()) {
   if (options.index_dependents) state_->dependents = std::make_unique<internal::dependent_index>();
-  // A shard per CPU (a power of two, at most batch_depot::max_shards); room for 8 batches of
-  // free slots per shard (up to 16: containers come in whole chunks), a working set of about
-  // 1024 handles per CPU beyond the caches, before returns go back to the blocks (a sweep
-  // reads the markers of free slots in the depot).
-  // Sized by the CPU ids this thread may run on, not online_cpus(): that one reads sysfs, tens
-  // of microseconds at a process's first read, and bootstrap() makes a table.
-  const auto shards = std::bit_ceil(static_cast<std::size_t>(pal::cpu_id_bound()));
-  for (auto& k : state_->kinds) k.depot = std::make_unique<internal::batch_depot>(shards, 8 * shards);
+  // A shard per CPU id (a power of two, at most batch_depot::max_shards); room for 8 batches
+  // of free slots per shard (up to 16: containers come in whole chunks), a working set of
+  // about 1024 handles per CPU beyond the caches, before returns go back to the blocks (a
+  // sweep reads the markers of free slots in the depot). Decided on a kind's first return to
+  // its depot, not here: bootstrap() makes a table.
+  for (auto& k : state_->kinds) k.depot = std::make_unique<internal::batch_depot>();
   internal::register_table(serial_, state_.get());
 }
 
@@ -367,8 +365,10 @@ namespace {
   if (caches) {
     handle_cache& cache = caches->kinds[static_cast<std::size_t>(kind)];
     // A batch to the depot, or, when it has no container to spare, to the blocks.
-    if (cache.count == handle_cache::capacity && !k.depot->put(cache))
-      internal::return_to_blocks(k, cache, handle_cache::batch);
+    if (cache.count == handle_cache::capacity) {
+      cache.overflowed = true;
+      if (!k.depot->put(cache)) internal::return_to_blocks(k, cache, handle_cache::batch);
+    }
     cache.slots[cache.count++] = slot;
     return;
   }
@@ -704,8 +704,8 @@ std::size_t handle_table_access::depot_capacity(const handle_table& table, handl
   return table.state_->kinds[static_cast<std::size_t>(kind)].depot->max_batches();
 }
 
-std::size_t handle_table_access::depot_full_batches(const handle_table& table, handle_kind kind) noexcept {
-  return table.state_->kinds[static_cast<std::size_t>(kind)].depot->full_batches();
+std::size_t handle_table_access::depot_full_batches(const handle_table& table, handle_kind kind, int shard) noexcept {
+  return table.state_->kinds[static_cast<std::size_t>(kind)].depot->full_batches(shard);
 }
 
 void handle_table_access::set_depot_home_shard(int shard) noexcept { batch_depot::force_home_shard(shard); }

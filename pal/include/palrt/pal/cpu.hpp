@@ -43,11 +43,14 @@ std::optional<cgroup_cpu_limit> cgroup_cpu_max() noexcept;
 // elsewhere by the time it is used, so a per-CPU structure indexed by it must be correct for
 // any thread on any index, and gains locality, not safety, from it.
 int current_cpu() noexcept;
-// One more than the highest CPU id in this thread's affinity mask: how many entries a per-CPU
-// array indexed by current_cpu() needs for the CPUs this thread may run on (another thread's
-// mask may differ: index modulo the size). One system call, no file read (the first sysfs or
-// procfs read of a process costs tens of microseconds, and per-CPU structures are made at
-// startup). 1 when the mask cannot be read.
+// One more than the highest online CPU id: how many entries a per-CPU array indexed by
+// current_cpu() needs, for every thread of the process whatever its affinity mask (a
+// structure sized by the mask of the thread that made it would give a table made by a
+// thread pinned to CPU 0 one shard for every CPU). Read from /sys/devices/system/cpu/online
+// once per process and kept (a CPU brought online later shares an entry: index modulo the
+// size); the first sysfs read of a process costs tens of microseconds, so a structure made at
+// startup sizes itself on first use, not when made. When the file cannot be read (no /sys, a
+// seccomp filter), the calling thread's affinity mask decides, and 1 if that fails too.
 int cpu_id_bound() noexcept;
 
 }  // namespace palrt::pal

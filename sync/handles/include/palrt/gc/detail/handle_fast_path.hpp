@@ -72,6 +72,9 @@ struct handle_cache {
   static constexpr std::uint32_t capacity = 256;
   static constexpr std::uint32_t batch = 128;  // slots moved per refill or return
   std::uint32_t count = 0;
+  // Set once the cache overflowed (gave slots back): from then on a refill may take a batch
+  // another CPU's shard of the depot holds (batch_depot::take says why not before).
+  bool overflowed = false;
   std::atomic<void*>* slots[capacity];
 };
 
