@@ -621,6 +621,9 @@ PALRT_FRESH_PROCESS(fork_handle_batch_in_transit) {
   constexpr handle_kind kind = handle_kind::weak_long;
   gc::handle_table table;
   int target = 0;
+  // Both threads on one shard of the depot: the taker below has never overflowed its cache,
+  // so it takes batches from its own CPU's shard only (batch_depot::take).
+  handle_table_access::set_depot_home_shard(0);
   // Batches of weak-long slots in the depot, this thread's cache of them full, and handles
   // left for the child to release into the full cache.
   std::vector<gc::handle> hs;
@@ -633,6 +636,7 @@ PALRT_FRESH_PROCESS(fork_handle_batch_in_transit) {
   palrt::testing::stall_point s;
   handle_table_access::set_depot_transit_hook(table, kind, &palrt::testing::stall_hook, &s);
   std::thread taker([&] {
+    handle_table_access::set_depot_home_shard(0);
     palrt::testing::stall_here = true;
     table.release(table.allocate(kind, &target));
   });

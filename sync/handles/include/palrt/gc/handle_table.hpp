@@ -76,8 +76,13 @@
 // does a refill take the kind's lock and claim slots from the blocks (or add a block), and
 // only when it has no room does a return go back to the blocks. A free slot in a thread's
 // cache or in the depot still has its bit set and holds a reserved "free" marker, which
-// sweeps skip; the depot holds at most 8 to 16 batches per shard (one shard per CPU, rounded
-// up to a power of two), which bounds what sweeps read beyond live handles.
+// sweeps skip; the depot holds at most 8 to 16 batches per shard (one shard per online CPU
+// id, rounded up to a power of two, decided on the kind's first return), which bounds what
+// sweeps read beyond live handles. A thread whose cache has never overflowed refills from its
+// own CPU's shard only (the batches on other shards are other threads' working sets, parked
+// between bursts): it adds blocks instead, at most as many slots as the depot holds, which
+// the threads reuse. A thread that exits returns its cache, and the batches it parked, to the
+// blocks.
 // Blocks are never returned while the table lives (the table's size is its high-water mark),
 // which is what lets release be lock-free from any thread and sweeps run while other threads
 // allocate and release.

@@ -65,10 +65,10 @@ class batch_depot {
   // the thread running there, parked between its bursts. Taking one would put the two threads'
   // slots side by side in the same blocks for good (each thread then recycles its own set),
   // and every pair of 128-byte lines they share moves between the CPUs on every burst: two
-  // threads cycling 1024 handles each ran at 2.8-3.1 ns per pair (aggregate) or, after a few
-  // steals while the second thread started, at 3.5-9.2. Such a thread takes free slots from
-  // the blocks instead, growing the table when they have none: by at most the batches the
-  // depot holds (max_batches * batch_slots slots), which live threads use again.
+  // threads cycling 1024 handles each ran at 2.6-2.7 ns per pair (aggregate) without a steal,
+  // and at 3.8-4.3 after 1-4 steals while the second thread started. Such a thread takes
+  // free slots from the blocks instead, growing the table when they have none: by at most the
+  // batches the depot holds (max_batches * batch_slots slots), which live threads use again.
   bool take(detail::handle_cache& cache) noexcept;
   // For a thread that exits, its cache `putter` returned to the blocks: moves one full batch
   // from a shard whose last put() came from `putter` into `into` (room for batch_slots), for
