@@ -517,3 +517,55 @@ TEST_CASE("handle depot: a thread that never overflowed its cache leaves the bat
     check_every_slot_allocatable(table);
   }).join();
 }
+
+TEST_CASE("handle depot: a thread that only allocates, beside one that releases what it allocated, takes the "
+          "releaser's batches once it has refilled from the blocks as often as the depot holds batches") {
+  // A (shard 0) allocates and never releases; R (shard 1) releases A's handles and parks them.
+  // A's cache never overflows, so only its refills from the blocks let it take from shard 1:
+  // without that it would grow the table beside R's batches for as long as the two run.
+  handle_table table;
+  handle_table_access::use_depot(table, kind, 2, 8);
+  const std::size_t max_batches = handle_table_access::depot_capacity(table, kind);
+  REQUIRE(max_batches == 8);
+  cell c;
+  std::vector<handle> first;           // A's first allocations, released by R
+  std::set<const void*> first_slots;
+  std::binary_semaphore a_allocated{0}, r_released{0}, a_done{0};
+  std::size_t from_r = 0, grown = 0;   // A's second round: R's slots it got, blocks added
+  std::thread a([&] {
+    handle_table_access::set_depot_home_shard(0);
+    // 7 refills from the blocks (120 slots each, a new block each).
+    for (std::size_t i = 0; i < cache_capacity + 4 * batch; ++i) {
+      first.push_back(table.allocate(kind, &c));
+      first_slots.insert(first.back().address());
+    }
+    a_allocated.release();
+    r_released.acquire();
+    // As many again: the rest of its cache, an 8th refill from the blocks (a new block), then
+    // R's 4 batches, then the blocks again. Without taking R's batches: 6 new blocks.
+    const std::size_t blocks_before = table.counters().blocks;
+    std::vector<handle> second;
+    for (std::size_t i = 0; i < cache_capacity + 4 * batch; ++i) {
+      second.push_back(table.allocate(kind, &c));
+      from_r += first_slots.count(second.back().address());
+    }
+    grown = table.counters().blocks - blocks_before;
+    a_done.release();
+    r_released.acquire();  // R has exited: A's handles go back now
+    for (handle h : second) table.release(h);
+  });
+  std::thread r([&] {
+    handle_table_access::set_depot_home_shard(1);
+    a_allocated.acquire();
+    for (handle h : first) table.release(h);  // its cache fills, then 4 batches to shard 1
+    r_released.release();
+    a_done.acquire();
+  });
+  r.join();
+  r_released.release();
+  a.join();
+  CHECK(from_r == 4 * batch);  // every batch R parked (its cache's 256 stay its own until it exits)
+  CHECK(grown <= 2);
+  CHECK(total(table.counters()) == 0);
+  std::thread([&] { check_every_slot_allocatable(table); }).join();
+}

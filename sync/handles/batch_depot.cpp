@@ -12,7 +12,7 @@
 //              (tag + 1, container), release;
 //   pop   (P') load the head (H', acquire), read the top's next (N, relaxed), compare-exchange
 //              the head to (tag + 1, next), acquire; on success the thread holds the top.
-// take(): pop a full batch (home shard, then, for a cache that overflowed before, the others),
+// take(): pop a full batch (home shard, then, for a cache that may take from any, the others),
 // copy its slots into the cache, push the container onto the home shard's empty stack.
 // take_left_by(): the same from a shard whose last putter was the exiting thread's cache.
 // put(): pop an empty container (home, then the others, else make some), copy the cache's
@@ -248,7 +248,8 @@ bool batch_depot::take(detail::handle_cache& cache) noexcept {
   const shard_set* set = shards_.load(std::memory_order_acquire);
   if (!set) return false;
   const std::size_t home = home_shard(*set);
-  batch* b = cache.overflowed ? pop_any(*set, &shard::full, home) : pop(set->shards[home].full);
+  if (!cache.may_take_any_shard && cache.block_refills >= set->max_batches) cache.may_take_any_shard = true;
+  batch* b = cache.may_take_any_shard ? pop_any(*set, &shard::full, home) : pop(set->shards[home].full);
   if (!b) return false;
   take_into(*b, set->shards[home], cache);
   return true;

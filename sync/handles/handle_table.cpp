@@ -191,6 +191,9 @@ void refill(internal::handle_table_state& state, const handle_table* owner, hand
   // A batch from the depot, lock-free: the steady state of threads whose working sets exceed
   // their caches, which used to serialize on the lock below.
   if (handle_cache::capacity - cache.count >= handle_cache::batch && k.depot->take(cache)) return;
+  // Counted for batch_depot::take (a thread that only allocates may take from any shard after
+  // enough of these); it compares when it has shards, so nothing here decides them.
+  if (!cache.may_take_any_shard && cache.block_refills < UINT16_MAX) ++cache.block_refills;
   std::lock_guard lock(k.lock);
   const std::uint32_t want = std::min<std::uint32_t>(handle_cache::batch, handle_cache::capacity - cache.count);
   const std::uint32_t before = cache.count;
@@ -366,7 +369,7 @@ namespace {
     handle_cache& cache = caches->kinds[static_cast<std::size_t>(kind)];
     // A batch to the depot, or, when it has no container to spare, to the blocks.
     if (cache.count == handle_cache::capacity) {
-      cache.overflowed = true;
+      cache.may_take_any_shard = true;
       if (!k.depot->put(cache)) internal::return_to_blocks(k, cache, handle_cache::batch);
     }
     cache.slots[cache.count++] = slot;

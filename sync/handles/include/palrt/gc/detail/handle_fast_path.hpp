@@ -72,11 +72,17 @@ struct handle_cache {
   static constexpr std::uint32_t capacity = 256;
   static constexpr std::uint32_t batch = 128;  // slots moved per refill or return
   std::uint32_t count = 0;
-  // Set once the cache overflowed (gave slots back): from then on a refill may take a batch
-  // another CPU's shard of the depot holds (batch_depot::take says why not before).
-  bool overflowed = false;
+  // Refills from the blocks while may_take_any_shard was false (saturating). Beside count, in
+  // the 8 bytes before slots: the fast paths read count and the slots beside it.
+  std::uint16_t block_refills = 0;
+  // Set once the cache overflowed (gave slots back), or once it refilled from the blocks as
+  // many times as its depot may hold batches (a thread that only allocates, while others
+  // release): from then on a refill may take a batch another CPU's shard of the depot holds
+  // (batch_depot::take says why not before).
+  bool may_take_any_shard = false;
   std::atomic<void*>* slots[capacity];
 };
+static_assert(offsetof(handle_cache, slots) == 8);
 
 // 128-byte aligned, a multiple of 128 bytes: nothing another thread writes shares a pair of
 // cache lines with a thread's caches (x86's spatial prefetchers pull lines in pairs). Placed

@@ -16,8 +16,9 @@
 // another CPU writes. The CPU is a hint: a thread may run anywhere by the time it pushes, and
 // every shard is correct for any thread (batch_depot.cpp states the protocol). An empty shard
 // steals from the others before the caller falls back to the blocks, but only for a cache
-// that has overflowed before, and a thread that exits gives the batches it left back to the
-// blocks (take() and take_left_by() say why).
+// that has overflowed, or refilled from the blocks max_batches times, before; and a thread
+// that exits gives the batches it left back to the blocks (take() and take_left_by() say
+// why).
 //
 // Bounded: containers are made in chunks, lock-free, up to `max_batches`; when none is free
 // the caller returns the slots to their blocks instead (clearing their bits, lock-free), as
@@ -57,8 +58,8 @@ class batch_depot {
   // Lock-free; allocates (malloc) when it makes containers.
   bool put(detail::handle_cache& cache) noexcept;
   // Moves one full batch into `cache` (room for batch_slots): from this CPU's shard, or, if
-  // that is empty and the cache has overflowed before (cache.overflowed), from another
-  // shard. false when none of those has one. Lock-free, no allocation.
+  // that is empty and cache.may_take_any_shard, from another shard. false when none of those
+  // has one. Lock-free, no allocation.
   //
   // Why a cache that never overflowed does not steal: it belongs to a thread still growing
   // its working set, and the batches on another CPU's shard are most likely the working set of
@@ -67,8 +68,11 @@ class batch_depot {
   // and every pair of 128-byte lines they share moves between the CPUs on every burst: two
   // threads cycling 1024 handles each ran at 2.6-2.7 ns per pair (aggregate) without a steal,
   // and at 3.8-4.3 after 1-4 steals while the second thread started. Such a thread takes
-  // free slots from the blocks instead, growing the table when they have none: by at most the
-  // batches the depot holds (max_batches * batch_slots slots), which live threads use again.
+  // free slots from the blocks instead, growing the table when they have none. After as many
+  // refills from the blocks as the depot holds batches it takes from any shard too: a
+  // thread that only allocates, while another releases what it allocated, must not grow the
+  // table forever beside the releaser's batches. So the table grows by at most about the
+  // batches the depot holds (max_batches * batch_slots slots) per such thread.
   bool take(detail::handle_cache& cache) noexcept;
   // For a thread that exits, its cache `putter` returned to the blocks: moves one full batch
   // from a shard whose last put() came from `putter` into `into` (room for batch_slots), for
