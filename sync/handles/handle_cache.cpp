@@ -56,7 +56,8 @@ class thread_cache_owner {
         handle_cache& cache = caches->kinds[k];
         return_to_blocks(kind, cache, cache.count);
         // And the batches this thread parked on a shard nobody put to since: a thread on
-        // another CPU that has not overflowed its cache does not take them (batch_depot::take).
+        // another CPU that is still growing its working set does not take them
+        // (batch_depot::take).
         while (kind.depot->take_left_by(&cache, cache)) return_to_blocks(kind, cache, cache.count);
       }
     }

@@ -252,11 +252,9 @@ handle_table::handle_table(handle_table_options options)
     : serial_(next_table_serial.fetch_add(1, std::memory_order_relaxed)),
       state_(std::make_unique<internal::handle_table_state>()) {
   if (options.index_dependents) state_->dependents = std::make_unique<internal::dependent_index>();
-  // A shard per CPU id (a power of two, at most batch_depot::max_shards); room for 8 batches
-  // of free slots per shard (up to 16: containers come in whole chunks), a working set of
-  // about 1024 handles per CPU beyond the caches, before returns go back to the blocks (a
-  // sweep reads the markers of free slots in the depot). Decided on a kind's first return to
-  // its depot, not here: bootstrap() makes a table.
+  // The depots' defaults: a shard per online CPU id and 8 batches per shard, a working set of
+  // about 1024 handles per CPU beyond the caches, decided on a kind's first return, not here
+  // (bootstrap() makes a table; batch_depot.hpp).
   for (auto& k : state_->kinds) k.depot = std::make_unique<internal::batch_depot>();
   internal::register_table(serial_, state_.get());
 }
