@@ -6,11 +6,13 @@
 #include <signal.h>
 
 #include <atomic>
+#include <coroutine>
 #include <cstdio>
 #include <cstdlib>
 #include <future>
 #include <latch>
 #include <new>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -193,6 +195,103 @@ TEST_CASE_FIXTURE(fixture, "collector: read sections nest, and an idle thread do
   CHECK(destroyed == 1);
   release.count_down();
   idle.join();
+}
+
+// A thread's sections may close in any order (read_section.hpp): what protects a reader is
+// that some section of its thread is open, not which one was opened first.
+TEST_CASE_FIXTURE(fixture, "collector: read sections closed out of order keep protecting the one still open") {
+  ref<node> n = make_object<node>(gc, 3);
+  weak_handle<node> w(n);
+  std::optional<read_section> outer(std::in_place), inner(std::in_place);
+  auto* raw = static_cast<node*>(handle_table::target(w.raw()));  // loaded under both
+  outer.reset();  // the first one opened closes first: `inner` still reads `raw`
+  n.reset();
+  const collection_report r = gc.collect();
+  CHECK(r.retired == 1);
+  CHECK(r.freed == 0);
+  CHECK(destroyed == 0);
+  CHECK(raw->magic == node::alive_magic);
+  inner.reset();  // the thread's last section
+  CHECK(gc.synchronize());
+  CHECK(destroyed == 1);
+}
+
+namespace {
+
+// The smallest generator: the caller resumes it; it suspends at each co_yield.
+struct magic_reader {
+  struct promise_type {
+    std::uint64_t value = 0;
+    magic_reader get_return_object() { return magic_reader{std::coroutine_handle<promise_type>::from_promise(*this)}; }
+    std::suspend_always initial_suspend() noexcept { return {}; }
+    std::suspend_always final_suspend() noexcept { return {}; }
+    std::suspend_always yield_value(std::uint64_t v) noexcept {
+      value = v;
+      return {};
+    }
+    void return_void() noexcept {}
+    void unhandled_exception() { std::terminate(); }
+  };
+  explicit magic_reader(std::coroutine_handle<promise_type> h) : handle(h) {}
+  magic_reader(const magic_reader&) = delete;
+  ~magic_reader() { handle.destroy(); }
+  std::uint64_t next() {
+    handle.resume();
+    return handle.promise().value;
+  }
+  std::coroutine_handle<promise_type> handle;
+};
+
+// Opens a section, loads the target and yields inside it, then reads the target again.
+magic_reader read_twice(weak_handle<node>* w) {
+  read_section section;
+  auto* raw = static_cast<node*>(handle_table::target(w->raw()));
+  co_yield raw->magic;
+  co_yield raw->magic;  // after the caller's section (opened before ours) closed
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(fixture, "collector: a coroutine suspended inside a read section stays protected after its caller's section ends") {
+  ref<node> n = make_object<node>(gc, 4);
+  weak_handle<node> w(n);
+  magic_reader reader = read_twice(&w);
+  {
+    read_section caller;                        // opened first...
+    CHECK(reader.next() == node::alive_magic);  // ...the coroutine's opens inside it and suspends
+  }                                             // ...and the caller's closes first
+  n.reset();
+  const collection_report r = gc.collect();
+  CHECK(r.freed == 0);
+  CHECK(destroyed == 0);
+  CHECK(reader.next() == node::alive_magic);  // resumed: still valid memory
+  reader.next();                              // runs to its end: its section closes
+  CHECK(gc.synchronize());
+  CHECK(destroyed == 1);
+}
+
+TEST_CASE_FIXTURE(fixture, "collector: 65535 open sections of one thread, closed in any order; one more throws and changes nothing") {
+  constexpr std::size_t most = 65535;
+  std::vector<std::optional<read_section>> open(most + 1);
+  for (std::size_t i = 0; i < most; ++i) open[i].emplace();
+  CHECK_THROWS_AS(open[most].emplace(), std::length_error);
+  ref<node> n = make_object<node>(gc);
+  n.reset();
+  gc.collect();
+  // Close all but one, in an order that is neither the opening one nor its reverse.
+  std::size_t closed = 0;
+  for (std::size_t stride : {7u, 3u, 1u})
+    for (std::size_t i = 0; i < most - 1; i += stride)
+      if (open[i]) {
+        open[i].reset();
+        ++closed;
+      }
+  REQUIRE(closed == most - 1);
+  CHECK_FALSE(gc.synchronize(0ms));  // the last one open still holds the grace period
+  CHECK(destroyed == 0);
+  open[most - 1].reset();
+  CHECK(gc.synchronize());
+  CHECK(destroyed == 1);
 }
 
 // Every reclaimer (the collector's, the identity cache's) scans the readers first and walks

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "palrt/gc/retire.hpp"
 #include "palrt/interop/host_identity_cache.hpp"
 #include "palrt/interop/internal/host_map_state.hpp"
 #include "palrt/pal/wake_event.hpp"
@@ -95,10 +96,10 @@ TEST_CASE_TEMPLATE("host cache: reserved identities and null wrappers are refuse
   const void* all_ones = reinterpret_cast<const void*>(~std::uintptr_t{0});
   int calls = 0;
   auto factory = [&](const void*) -> void* { ++calls; return nullptr; };
-  CHECK_THROWS_AS(cache.get_or_create(nullptr, factory), std::invalid_argument);
-  CHECK_THROWS_AS(cache.get_or_create(all_ones, factory), std::invalid_argument);
+  CHECK_THROWS_AS((void)cache.get_or_create(nullptr, factory), std::invalid_argument);
+  CHECK_THROWS_AS((void)cache.get_or_create(all_ones, factory), std::invalid_argument);
   CHECK(calls == 0);
-  CHECK_THROWS_AS(cache.get_or_create(id_of(2), factory), std::invalid_argument);  // null result
+  CHECK_THROWS_AS((void)cache.get_or_create(id_of(2), factory), std::invalid_argument);  // null result
   CHECK(calls == 1);
   CHECK(cache.try_get(nullptr) == nullptr);
   CHECK(cache.try_get(all_ones) == nullptr);
@@ -204,7 +205,7 @@ TEST_CASE("host cache, grace_period: readers racing writers that reuse slots nev
       }
       auto w = std::make_unique<wrapper>(id_of(i));
       mine[i] = w.get();
-      cache.insert(id_of(i), w.get());
+      (void)cache.insert(id_of(i), w.get());  // this writer's identities only: always inserted
       std::lock_guard<std::mutex> g(pool_lock);
       pool.push_back(std::move(w));
     }
@@ -279,4 +280,99 @@ TEST_CASE("host cache, grace_period: a hit that meets a writer at work asks unde
   grace_policy::release(&a);
   host_cache_access::step_sequence(state, id_of(7));  // even: the writer is done
   CHECK(cache.find(id_of(7)) == &a);
+}
+
+namespace {
+
+// grace_policy with a place to stop in: what `on_refuse` runs, the thread that called
+// try_acquire() runs with the wrapper refused (for an insert: its slot found, its store not
+// yet made); what `on_acquire` runs, it runs before it reads the wrapper at all (for try_get:
+// the probe done, the wrapper's address in hand).
+struct stopping_policy {
+  static constexpr host_reclamation reclamation = host_reclamation::grace_period;
+  static inline std::function<void(void*)> on_refuse;
+  static inline std::function<void(void*)> on_acquire;
+  static bool try_acquire(void* p) noexcept {
+    if (on_acquire) on_acquire(p);
+    if (grace_policy::try_acquire(p)) return true;
+    if (on_refuse) on_refuse(p);
+    return false;
+  }
+  static void release(void* p) noexcept { grace_policy::release(p); }
+};
+
+}  // namespace
+
+TEST_CASE("host cache, grace_period: a sweep that stops an insert replacing a dead wrapper loses neither entry") {
+  host_identity_cache<stopping_policy> cache(host_cache_options{1});
+  wrapper dying(id_of(3));
+  const host_token old_token = cache.insert(id_of(3), &dying).token;
+  dying.count = 0;         // being destroyed, its token not erased yet...
+  dying.marked = false;    // ...and the collector found it dead
+  std::size_t swept = 0;
+  // The world stops while the writer holds the refused wrapper: the sweep removes its entry.
+  stopping_policy::on_refuse = [&](void*) {
+    stopping_policy::on_refuse = nullptr;
+    swept = cache.sweep([](std::span<void* const> b, std::span<bool> alive) {
+      for (std::size_t k = 0; k < b.size(); ++k) alive[k] = static_cast<wrapper*>(b[k])->marked;
+    });
+  };
+  wrapper fresh(id_of(3));
+  const host_entry e = cache.insert(id_of(3), &fresh);
+  stopping_policy::on_refuse = nullptr;
+  REQUIRE(swept == 1);
+  CHECK(e.inserted);
+  CHECK(e.wrapper == &fresh);
+  CHECK(cache.find(id_of(3)) == &fresh);  // before the fix: null (the store went into a tombstone)
+  int made = 0;
+  const host_entry again = cache.get_or_create(id_of(3), [&](const void* id) -> void* {
+    ++made;
+    return new wrapper(id);
+  });
+  CHECK(made == 0);  // ...and a second live wrapper was made here
+  CHECK(again.wrapper == &fresh);
+  stopping_policy::release(&fresh);
+  CHECK_FALSE(cache.erase(old_token));
+  CHECK(cache.erase(e.token));  // ...and this returned false
+  const auto c = cache.counters();
+  CHECK(c.entries == 0);
+  CHECK(c.swept == 1);
+}
+
+// The contract of the header's example: a wrapper whose count reached zero is erased and then
+// retired (gc::retire), never freed at once, because a try_get() on another thread may have
+// found it before the erase and be about to read its count.
+TEST_CASE("host cache, grace_period: a wrapper freed through gc::retire is never freed under a try_get that found it") {
+  host_identity_cache<stopping_policy> cache(host_cache_options{1});
+  auto* w = new wrapper(id_of(5));
+  const host_token token = cache.insert(id_of(5), w).token;
+  static std::atomic<bool> freed{false};
+  static std::atomic<int> read_after_free{0};
+  freed = false;
+  read_after_free = 0;
+  std::latch found(1), may_acquire(1);
+  stopping_policy::on_acquire = [&](void*) {
+    found.count_down();  // the probe returned w; we are about to read it
+    may_acquire.wait();
+    if (freed.load()) read_after_free.fetch_add(1);
+  };
+  void* got = w;
+  std::thread reader([&] { got = cache.try_get(id_of(5)); });
+  found.wait();
+  // The host drops its last reference: zero, erase, and free through a grace period.
+  w->count = 0;
+  CHECK(cache.erase(token));
+  palrt::gc::retire(w, [](void* p) noexcept {
+    freed = true;
+    delete static_cast<wrapper*>(p);
+  });
+  CHECK(palrt::gc::reclaim_retired() == 0);  // the reader's section holds it
+  CHECK_FALSE(freed.load());
+  may_acquire.count_down();
+  reader.join();
+  stopping_policy::on_acquire = nullptr;
+  CHECK(got == nullptr);  // count zero: refused
+  CHECK(read_after_free == 0);
+  CHECK(palrt::gc::drain_retired());
+  CHECK(freed.load());
 }

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 // Read sections and grace periods: palrt's epoch-based reclamation over the process barrier.
 //
-// Reader (read_section): e = global_epoch (acquire); record.epoch = e (B, plain store);
-// ... loads ...; record.epoch = 0 (release).
+// Reader (read_section): e = global_epoch (acquire); record.state = e and a count of one (B,
+// plain store); ... loads ...; record.state = 0 (release) when the thread's last open section
+// closes. Sections opened and closed while another is open only change the count (the epoch
+// stays; read_section.hpp). Below, "a record's epoch" is that word's epoch, 0 outside.
 // Retiring a batch: unlink it (clear the handles, or replace the pointer, that lead to it);
 // t = global_epoch++ (B'', the batch's tag).
 // Reclaiming, in two steps that other threads may act between:
@@ -48,7 +50,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <cstdint>
-#include <cstdio>
+#include <stdexcept>
 
 #include "palrt/pal/compat.hpp"
 #include "palrt/gc/internal/grace_period.hpp"
@@ -86,7 +88,7 @@ std::atomic<std::uint64_t> sections_left_open{0};
 // longjmp out of one, a section object never destroyed, an exit through a frame that does
 // not run destructors). Left as it is, the record's epoch would hold every grace period from
 // now on, and the next thread to claim the record would find it open, so its own sections
-// would take themselves for nested ones and never publish an epoch. The thread is gone, so
+// would only count themselves and never publish an epoch of their own. The thread is gone, so
 // nothing it loaded is used any more: the record is closed here, and the first time it is
 // reported.
 void close_abandoned_sections(reader_record& r) noexcept {
@@ -95,7 +97,7 @@ void close_abandoned_sections(reader_record& r) noexcept {
                  "palrt: a thread exited inside a read section it never closed (left without unwinding); its "
                  "reader record is reset (further ones are only counted)\n");
   // release: as a section's end (read_section.hpp); pairs with the scan's acquire.
-  r.epoch.store(0, std::memory_order_release);
+  r.state.store(0, std::memory_order_release);
 }
 
 // Gives the thread's record back when the thread exits (reused by a later thread).
@@ -105,7 +107,7 @@ struct reader_release {
     if (reader_record* r = current_reader) {
       current_reader = nullptr;
       // relaxed: the thread's own store, read back.
-      if (r->epoch.load(std::memory_order_relaxed) != 0) [[unlikely]] close_abandoned_sections(*r);
+      if (r->state.load(std::memory_order_relaxed) != 0) [[unlikely]] close_abandoned_sections(*r);
       // release: our last section's end is visible to the thread that claims it next.
       r->in_use.store(false, std::memory_order_release);
     }
@@ -122,7 +124,7 @@ struct reader_release {
 void release_other_threads_records() noexcept {
   for (reader_record* r = all_readers.load(std::memory_order_relaxed); r; r = r->next) {
     if (r == current_reader) continue;
-    r->epoch.store(0, std::memory_order_relaxed);
+    r->state.store(0, std::memory_order_relaxed);
     r->in_use.store(false, std::memory_order_relaxed);
   }
 }
@@ -143,6 +145,10 @@ void release_records_in_fork_child() {
 }  // namespace palrt::gc::internal
 
 namespace palrt::gc::detail {
+
+void throw_too_many_sections() {
+  throw std::length_error("palrt::gc::read_section: 65535 sections of this thread are open already");
+}
 
 // A thread's first read section: a free record of an exited thread, or a new one.
 reader_record* register_current_reader() {
@@ -180,7 +186,14 @@ namespace palrt::gc::internal {
 std::uint64_t retire_epoch() noexcept {
   // B'': acq_rel, so a reader that reads the new value (acquire), and a reclaimer's scan
   // whose E reads it or a later one, sees our unlinking.
-  return global_epoch.fetch_add(1, std::memory_order_acq_rel);
+  const std::uint64_t t = global_epoch.fetch_add(1, std::memory_order_acq_rel);
+  // A record keeps the epoch in its top 48 bits: 2^48 retirements (centuries at the rate of
+  // a batch per microsecond) before a reader's epoch would wrap and pass for an old one.
+  if (t >= (std::uint64_t{1} << (64 - detail::section_depth_bits)) - 1) [[unlikely]] {
+    std::fprintf(stderr, "palrt: read sections: the global epoch is exhausted (2^48 retirements)\n");
+    std::abort();
+  }
+  return t;
 }
 
 std::uint64_t oldest_reader_epoch() {
@@ -192,7 +205,7 @@ std::uint64_t oldest_reader_epoch() {
   std::uint64_t oldest = now;
   for (reader_record* r = all_readers.load(std::memory_order_acquire); r; r = r->next) {
     // acquire: pairs with the reader's release store of 0 (its reads are done).
-    const std::uint64_t e = r->epoch.load(std::memory_order_acquire);
+    const std::uint64_t e = r->state.load(std::memory_order_acquire) >> detail::section_depth_bits;
     if (e != 0) oldest = std::min(oldest, e);
   }
   std::uint64_t known = safe_below.load(std::memory_order_relaxed);

@@ -19,6 +19,10 @@
 //   read section may still be probing it.
 // - Sweeps run with the world stopped (or while no other thread uses the cache), so they take
 //   no lock: a stopped thread may hold any of them. A writer may be stopped anywhere:
+//     between reading an entry and writing it: the sweep may have removed the entry (a
+//     tombstone key, a null value). An insert that replaces a dead wrapper swaps the value
+//     only if it is still the one it read (compare-and-swap), else inserts afresh; an erase
+//     swaps the key only if it is still the identity. Neither writes into a tombstone;
 //     inside a sequence window: the sweep adds 2 to the sequence (parity kept), so a reader
 //     that overlapped either retries; the writer's own stores land on a slot the sweep left
 //     as it was or tombstoned (an erase compares-and-swaps the key, so it does not count a
@@ -220,13 +224,26 @@ host_entry host_map_core::insert(const void* identity, void* wrapper, const char
         ++w.races_lost;
         return {cached, host_token(identity, cached), false};
       }
-      // Its wrapper is being destroyed (its token not erased yet): the new one replaces it.
-      if (!s.exclusive) internal::begin_write(t);
-      e.value.store(wrapper, std::memory_order_relaxed);
-      if (!s.exclusive) internal::end_write(t);
-      ++w.dead_replaced;
-      ++w.inserted;
-      return result;
+      // Its wrapper is being destroyed (its token not erased yet): the new one replaces it,
+      // unless a world-stopped sweep removed the entry since we read it (it may have run
+      // while try_acquire() was refusing): then the slot is a tombstone, and the
+      // compare-and-swap fails on its cleared value. A sweep after the swap sees the new
+      // wrapper under the identity, a whole entry. (The slot's key cannot change otherwise:
+      // its other writers hold the bucket's lock, and a sweep clears the value with the key.)
+      bool replaced = true;
+      if (s.exclusive) {
+        e.value.store(wrapper, std::memory_order_relaxed);  // sweeps run under the host's lock too
+      } else {
+        internal::begin_write(t);
+        replaced = cached && e.value.compare_exchange_strong(cached, wrapper, std::memory_order_relaxed);
+        internal::end_write(t);
+      }
+      if (replaced) {
+        ++w.dead_replaced;
+        ++w.inserted;
+        return result;
+      }
+      // Swept: insert it as a new entry (below), in the tombstone or another slot.
     }
     bool reused = false;
     std::size_t slot = 0;

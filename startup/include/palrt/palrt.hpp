@@ -22,13 +22,14 @@
 #include "palrt/pal/wake_event.hpp"
 
 // palrt::gc, the handles and the embedded collector: the handle table (for a host GC),
-// objects and ref<T>, typed handles, read sections, the collector and the finalizer thread.
+// objects and ref<T>, typed handles, read sections and retire(), the collector and the finalizer thread.
 #include "palrt/gc/collector.hpp"
 #include "palrt/gc/finalizer_thread.hpp"
 #include "palrt/gc/handle_table.hpp"
 #include "palrt/gc/object.hpp"
 #include "palrt/gc/owned_handle.hpp"
 #include "palrt/gc/read_section.hpp"
+#include "palrt/gc/retire.hpp"
 #include "palrt/gc/typed_handles.hpp"
 
 // palrt::interop: the identity cache (one wrapper per native identity, and outbound

@@ -172,7 +172,7 @@ double hit(const std::string& variant, int threads) {
     binding = std::make_unique<boehm::collector_binding>(table);
     cache = std::make_unique<boehm::identity_cache>();
     binding->add_cache(*cache);
-    for (int i = 0; i < natives_count; ++i) cache->insert(&natives[static_cast<std::size_t>(i)], wrappers[i]);
+    for (int i = 0; i < natives_count; ++i) (void)cache->insert(&natives[static_cast<std::size_t>(i)], wrappers[i]);
   } else {
     links.wrappers.reserve(natives_count);
     for (int i = 0; i < natives_count; ++i) {

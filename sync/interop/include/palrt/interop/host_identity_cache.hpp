@@ -20,8 +20,10 @@
 //   host_entry e = cache.get_or_create(native, [](const void* id) -> void* {
 //     return new host_wrapper{{1}, id};               // the host's factory: a new reference
 //   });
-//   // ... and where the host destroys the wrapper (its count reached zero), before it frees it:
+//   // ... and where the host destroys the wrapper (its count reached zero): erase its entry,
+//   // then free it after a grace period, never at once (see "Freeing a wrapper" below):
 //   cache.erase(e.token);
+//   palrt::gc::retire(e.wrapper, [](void* w) noexcept { delete static_cast<host_wrapper*>(w); });
 //
 // The policy (a class with static members) says how the cache treats the host's objects:
 //   static constexpr host_reclamation reclamation;   // see below
@@ -71,6 +73,19 @@
 // of an insert or a rebuild included: host_identity_map.cpp has the protocol). It must run
 // either with the world stopped or while no other thread uses the cache. With host_lock, it
 // runs under the host's lock like every other call.
+//
+// Freeing a wrapper (grace_period). A try_get() on another thread may have found a wrapper in
+// the table just before the host erased it, and be calling try_acquire() on it now: the read
+// section it probes in keeps the table alive, not the wrapper. So the host frees a wrapper
+// the cache may have handed to try_acquire() only after a grace period since its erase (or
+// its sweep): palrt::gc::retire(wrapper, reclaim) (palrt/gc/retire.hpp) calls reclaim once
+// every read section open at the call has closed, in batches (a few tens of nanoseconds per
+// wrapper). Until then try_acquire() may be called on it and must refuse it (its count is
+// zero), reading only memory the host has not freed. Hosts that never free a wrapper under
+// a reader need nothing: a tracing collector that finds the wrappers a stopped thread holds
+// in its registers and stack (Boehm: the reader holds the pointer, so it is marked), or a
+// host_lock host (its lock excludes every try_get()). A JVM's weak global reference is
+// deleted the same way: retire(ref, fn) where fn calls DeleteWeakGlobalRef.
 //
 // Slots are reused: an erased or swept entry leaves a tombstone that the next insert on its
 // probe path takes, so churn (a wrapper dropped and its identity wrapped again) writes a slot
@@ -124,6 +139,7 @@
 #include <utility>
 
 #include "palrt/gc/read_section.hpp"
+#include "palrt/gc/retire.hpp"  // how a grace_period host frees a wrapper
 #include "palrt/interop/detail/host_fast_path.hpp"
 
 namespace palrt::interop {
@@ -242,13 +258,13 @@ class host_identity_cache {
 
   // The wrapper of `identity`, acquired (Policy::try_acquire), or null (always for null and ~0).
   // Never calls out but to try_acquire.
-  void* try_get(const void* identity) const noexcept;
+  [[nodiscard]] void* try_get(const void* identity) const noexcept;
   // The wrapper of `identity` without try_acquire, or null: valid for as long as the host
   // keeps it (under its lock: until it releases it; a tracing host: while the pointer is
   // reachable). grace_period: call it inside a read section (read_section.hpp), which keeps
   // the table probed valid; a null result may also mean a writer was at work in the bucket
   // (try_get() asks under the lock then).
-  void* find(const void* identity) const noexcept {
+  [[nodiscard]] void* find(const void* identity) const noexcept {
     if (detail::is_reserved_key(identity)) [[unlikely]]
       return nullptr;
     if constexpr (reclamation == host_reclamation::host_lock) {
@@ -266,7 +282,7 @@ class host_identity_cache {
   // released first); in a fork()ed child (grace_period) pal::forked_child_error. Nothing was
   // cached then.
   template <class Factory>
-  host_entry get_or_create(const void* identity, Factory&& factory) {
+  [[nodiscard]] host_entry get_or_create(const void* identity, Factory&& factory) {
     if (void* hit = try_get(identity)) return {hit, host_token(identity, hit), false};
     if (detail::is_reserved_key(identity)) detail::host_map_core::throw_reserved("get_or_create", identity);
     void* made = factory(identity);
@@ -284,13 +300,13 @@ class host_identity_cache {
   // Caches `wrapper` (the caller keeps its reference: the cache takes none) for `identity`,
   // unless a live wrapper is cached for it already: that one is returned, acquired, and
   // `wrapper` is left to the caller. Throws as get_or_create() does (no factory).
-  host_entry insert(const void* identity, void* wrapper) {
+  [[nodiscard]] host_entry insert(const void* identity, void* wrapper) {
     if (detail::is_reserved_key(identity)) detail::host_map_core::throw_reserved("insert", identity);
     if (!wrapper) detail::host_map_core::throw_no_wrapper("insert");
     return core_.insert(identity, wrapper, "insert");
   }
   // Removes the entry of token.identity() if it maps it to token.wrapper(): true if it did.
-  bool erase(host_token token) noexcept { return core_.erase(token); }
+  bool erase(host_token token) noexcept { return core_.erase(token); }  // false: nothing to undo
 
   // Removes the entry of every wrapper the host's liveness test finds dead: calls
   // is_alive(std::span<void* const> wrappers, std::span<bool> alive) with batches of the
