@@ -3,7 +3,11 @@
 // (bucket_tables.hpp), with the host's wrapper as each entry's value and tombstones reused.
 //
 // host_lock. The host's lock serialises every call: plain loads and stores, no sequence, a
-// replaced table freed at once. Nothing below applies.
+// replaced table freed at once, and no tombstones: an erase moves the rest of its cluster
+// back over the hole (remove_shifting), a sweep compacts each table it removed from, and a
+// table an erase leaves 1/8 full shrinks. So a lookup that misses (churn with nothing held)
+// probes to the first empty slot of a short cluster, and dropping every wrapper gives the
+// memory back. Nothing below applies.
 //
 // grace_period: readers (detail::host_find_concurrent(), inline) and writers.
 // - Writers of a bucket take its lock. A writer that changes a published table's entries
@@ -40,6 +44,7 @@
 #include "palrt/interop/internal/host_map_state.hpp"
 
 #include <array>
+#include <new>
 #include <stdexcept>
 #include <string>
 
@@ -115,6 +120,73 @@ void clear(bucket_table* t) noexcept {
     t->entries()[i].key.store(nullptr, std::memory_order_relaxed);
     t->entries()[i].value.store(nullptr, std::memory_order_relaxed);
   }
+}
+
+// host_lock only (nobody probes concurrently): removes slot i's entry without leaving a
+// tombstone, by moving back every later entry of its cluster that may take the hole (Knuth's
+// algorithm R for linear probing). An entry at j whose home slot is h may fill the hole at i
+// when i lies on its probe path, [h, j): then its probe still meets no empty slot before it.
+void remove_shifting(bucket_table& t, std::size_t i, unsigned bucket_bits) noexcept {
+  bucket_table::entry* e = t.entries();
+  for (std::size_t j = i;;) {
+    j = (j + 1) & t.mask;
+    const void* key = e[j].key.load(std::memory_order_relaxed);
+    if (!key) break;
+    const std::size_t home = detail::first_slot_of(detail::fibonacci_hash(key), bucket_bits, t.slot_bits);
+    if (((j - home) & t.mask) < ((j - i) & t.mask)) continue;  // its home lies after the hole
+    e[i].key.store(key, std::memory_order_relaxed);
+    e[i].value.store(e[j].value.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    i = j;
+  }
+  e[i].key.store(nullptr, std::memory_order_relaxed);
+  e[i].value.store(nullptr, std::memory_order_relaxed);
+}
+
+// host_lock only: drops the table's tombstones (a sweep's) in place. Tombstones become empty,
+// then every key, taken in order from just after a slot that was empty, is put back at the
+// first empty slot of its probe path: that path, in the old table, crossed no empty slot, so
+// it lies between that empty slot and the key's old place, where every slot was already put
+// back; the key lands there or earlier. Returns the keys.
+std::size_t compact_in_place(bucket_table& t, unsigned bucket_bits) noexcept {
+  bucket_table::entry* e = t.entries();
+  std::size_t start = 0;
+  while (e[start].key.load(std::memory_order_relaxed)) start = (start + 1) & t.mask;  // one is empty
+  for (std::size_t i = 0; i <= t.mask; ++i)
+    if (e[i].key.load(std::memory_order_relaxed) == detail::tombstone_key()) {
+      e[i].key.store(nullptr, std::memory_order_relaxed);
+      e[i].value.store(nullptr, std::memory_order_relaxed);
+    }
+  std::size_t keys = 0;
+  for (std::size_t n = 0, j = (start + 1) & t.mask; n < t.mask; ++n, j = (j + 1) & t.mask) {
+    const void* key = e[j].key.load(std::memory_order_relaxed);
+    if (!key) continue;
+    ++keys;
+    void* value = e[j].value.load(std::memory_order_relaxed);
+    e[j].key.store(nullptr, std::memory_order_relaxed);
+    bucket_table::entry& to = e[first_free_slot(t, detail::fibonacci_hash(key), bucket_bits)];
+    to.value.store(value, std::memory_order_relaxed);
+    to.key.store(key, std::memory_order_relaxed);
+  }
+  return keys;
+}
+
+// host_lock only: a table an erase left at most 1/8 full is replaced by one sized for its keys
+// (at most half full, so growing again is far off), down to the smallest table; kept as it is
+// if that allocation fails.
+void shrink_if_sparse(host_map_state& s, std::size_t b) noexcept {
+  bucket_table* t = s.tables[b].load(std::memory_order_relaxed);
+  host_map_state::writer& w = s.writers[b];
+  if (!t || t->slot_bits <= min_slot_bits || w.used * 8 > t->mask + 1) return;
+  bucket_table* fresh = nullptr;
+  try {
+    fresh = create_table(slot_bits_for(w.used));
+  } catch (const std::bad_alloc&) {
+    return;
+  }
+  copy_keys(t, fresh, s.bucket_bits, nullptr);
+  s.tables[b].store(fresh, std::memory_order_relaxed);
+  destroy_table(t);
+  ++w.rebuilds;
 }
 
 // Under the bucket's lock (or the host's): a table with room for one more key in an empty
@@ -286,9 +358,10 @@ bool host_map_core::erase(host_token token) noexcept {
   bucket_table::entry& e = t->entries()[i];
   if (e.value.load(std::memory_order_relaxed) != token.wrapper()) return false;
   if (s.exclusive) {
-    e.key.store(tombstone_key(), std::memory_order_relaxed);
-    e.value.store(nullptr, std::memory_order_relaxed);
+    internal::remove_shifting(*t, static_cast<std::size_t>(i), s.bucket_bits);
+    --w.used;
     ++w.erased;
+    internal::shrink_if_sparse(s, b);
     return true;
   }
   internal::begin_write(t);
@@ -350,8 +423,12 @@ std::size_t host_map_core::sweep(void* context, liveness_batch_fn is_alive) {
         }
       }
       // +2: a reader that overlapped retries, and a writer stopped inside its window keeps
-      // its parity; a rebuild that copied this table copies again.
-      if (!s.exclusive) t->seq.fetch_add(2, std::memory_order_acq_rel);
+      // its parity; a rebuild that copied this table copies again. host_lock keeps no
+      // tombstones: the table is compacted where it is.
+      if (!s.exclusive)
+        t->seq.fetch_add(2, std::memory_order_acq_rel);
+      else if (swept_here)
+        s.writers[b].used = internal::compact_in_place(*t, s.bucket_bits);
       if (t == current) removed += swept_here;
     }
   }

@@ -87,11 +87,16 @@
 // host_lock host (its lock excludes every try_get()). A JVM's weak global reference is
 // deleted the same way: retire(ref, fn) where fn calls DeleteWeakGlobalRef.
 //
-// Slots are reused: an erased or swept entry leaves a tombstone that the next insert on its
-// probe path takes, so churn (a wrapper dropped and its identity wrapped again) writes a slot
-// and rebuilds nothing. A table is rebuilt only when keys and tombstones fill 3/4 of it;
-// the rebuild drops the tombstones and grows only if the keys need it. Memory: 16 bytes per
-// slot, 1/4 to 3/4 full.
+// Removal and memory. host_lock: an erased or swept entry leaves no trace (the entries after
+// it in its cluster move back over it), so a lookup that misses stops at the first empty slot
+// of a short cluster however much churn came before, and an insert after an erase takes an
+// empty slot and rebuilds nothing; a table an erase leaves 1/8 full is replaced by one half
+// full, so dropping every wrapper gives the memory back (down to one 8-slot table per
+// bucket). grace_period (readers probe while writers write): an erased or swept entry leaves
+// a tombstone that the next insert on its probe path takes, so churn (a wrapper dropped and
+// its identity wrapped again) writes a slot and rebuilds nothing; a table is rebuilt only when
+// keys and tombstones fill 3/4 of it, and the rebuild drops the tombstones and sizes the
+// table for its keys. Memory: 16 bytes per slot, up to 3/4 full.
 //
 // Misses: get_or_create() calls the factory with no lock held (it may run host code, release
 // the host's lock, and even call this cache again). When the identity was cached meanwhile,
@@ -189,8 +194,8 @@ struct host_cache_counters {
   std::uint64_t dead_replaced = 0;  // entries replaced because try_acquire refused them
   std::uint64_t erased = 0;         // entries removed by erase()
   std::uint64_t swept = 0;          // entries removed by sweep()
-  std::uint64_t reused_slots = 0;   // inserts that took a tombstone
-  std::uint64_t rebuilds = 0;       // tables replaced (grown or compacted)
+  std::uint64_t reused_slots = 0;   // inserts that took a tombstone (grace_period: host_lock has none)
+  std::uint64_t rebuilds = 0;       // tables replaced (grown, compacted or shrunk)
   std::size_t retired_tables = 0;   // replaced tables waiting for a grace period
 };
 
