@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -41,6 +42,7 @@
 #include "palrt/gc/internal/collector_state.hpp"
 #include "palrt/gc/internal/handle_table_access.hpp"
 #include "palrt/gc/read_section.hpp"
+#include "palrt/gc/retire.hpp"
 #include "palrt/sync/sync_manager.hpp"
 #include "thread_state.hpp"
 #include "palrt/sync/internal/waits_access.hpp"
@@ -229,6 +231,49 @@ TEST_CASE("fork: a child's grace periods complete although another thread of the
   REQUIRE_FALSE(p.timed_out);
   CHECK(p.out.find("child: freed=1 awaiting=0") != std::string::npos);
   CHECK(p.out.find("child exit=0") != std::string::npos);
+}
+
+// gc::retire (retire.hpp, "After fork()"): what the parent queued is the child's copy, and
+// the child's drain runs it although the parent's reader, which held it, is not in the child.
+namespace {
+std::atomic<int> retired_reclaims{0};
+void count_reclaim(void*) noexcept { retired_reclaims.fetch_add(1); }
+}  // namespace
+
+PALRT_FRESH_PROCESS(fork_retired_with_reader_at_fork) {
+  pal::wake_event inside, leave;
+  std::thread reader([&] {
+    gc::read_section section;
+    inside.set();
+    leave.wait();
+  });
+  inside.wait();
+  int cells[3];
+  for (int& c : cells) gc::retire(&c, count_reclaim);
+  const std::size_t ran_before = gc::reclaim_retired();  // queued; the reader holds it
+  std::printf("parent: ran before fork=%zu\n", ran_before);
+  run_child([] {
+    const bool drained = gc::drain_retired(5s);
+    std::printf("child: drained=%d reclaims=%d\n", drained, retired_reclaims.load());
+    return drained && retired_reclaims.load() == 3 ? 0 : 1;
+  });
+  const int in_parent_before = retired_reclaims.load();
+  leave.set();
+  reader.join();
+  const bool drained = gc::drain_retired();
+  std::printf("parent: reclaims while the reader was in=%d, drained=%d reclaims=%d\n", in_parent_before, drained,
+              retired_reclaims.load());
+  return 0;
+}
+
+TEST_CASE("fork: retired memory the parent queued is reclaimed in the child, whose reader records were released") {
+  auto p = run_fresh("fork_retired_with_reader_at_fork");
+  INFO(p.out, p.err);
+  REQUIRE_FALSE(p.timed_out);
+  CHECK(p.out.find("parent: ran before fork=0") != std::string::npos);
+  CHECK(p.out.find("child: drained=1 reclaims=3") != std::string::npos);
+  CHECK(p.out.find("child exit=0") != std::string::npos);
+  CHECK(p.out.find("parent: reclaims while the reader was in=0, drained=1 reclaims=3") != std::string::npos);
 }
 
 // --- The collector's dead lists ------------------------------------------------------------
