@@ -40,12 +40,11 @@ struct palrt_map {
   }
 };
 
-using module = palrt_hosts::capi_module<palrt_map>;
-
-PyModuleDef definition = {PyModuleDef_HEAD_INIT, "palrt_registry",
-                          "A native object registry whose wrappers palrt's identity cache keeps", -1,
-                          nullptr, nullptr, nullptr, nullptr, nullptr};
+constexpr palrt_hosts::capi_module_names names = {
+    "palrt_registry", "A native object registry whose wrappers palrt's identity cache keeps", "palrt",
+    "palrt_registry.Registry", "palrt_registry.Native"};
+using module = palrt_hosts::capi_module<palrt_map, names>;
 
 }  // namespace
 
-PyMODINIT_FUNC PyInit_palrt_registry() { return module::create(&definition, "palrt"); }
+PyMODINIT_FUNC PyInit_palrt_registry() { return module::init(); }

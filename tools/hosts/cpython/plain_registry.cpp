@@ -48,12 +48,11 @@ struct plain_map {
   }
 };
 
-using module = palrt_hosts::capi_module<plain_map>;
-
-PyModuleDef definition = {PyModuleDef_HEAD_INIT, "plain_registry",
-                          "A native object registry whose wrappers a std::unordered_map keeps", -1,
-                          nullptr, nullptr, nullptr, nullptr, nullptr};
+constexpr palrt_hosts::capi_module_names names = {
+    "plain_registry", "A native object registry whose wrappers a std::unordered_map keeps", "plain",
+    "plain_registry.Registry", "plain_registry.Native"};
+using module = palrt_hosts::capi_module<plain_map, names>;
 
 }  // namespace
 
-PyMODINIT_FUNC PyInit_plain_registry() { return module::create(&definition, "plain"); }
+PyMODINIT_FUNC PyInit_plain_registry() { return module::init(); }

@@ -9,6 +9,15 @@
 // does: the natives live in the Registry, which the caller keeps alive while its wrappers are
 // used (reference_internal would add a keep-alive record per call, which no binding of a
 // hot lookup can afford).
+//
+// The main interpreter only: an import in a subinterpreter raises ImportError. pybind11 2.10
+// (Debian 12's) keeps its registered types and instances process-wide, made by whichever
+// interpreter imported first, so a subinterpreter would be handed the main interpreter's
+// wrappers, and after a first import in a subinterpreter that was destroyed, the main
+// interpreter would use that interpreter's dead objects (it hangs). The check must run at
+// every import, which a single-phase module's does not (CPython copies its first module's
+// dict into every later one): the module is multi-phase (PEP 489) and checks in its
+// Py_mod_create, before pybind11 is touched; pybind11's bindings then run once per process.
 #include <pybind11/pybind11.h>
 
 #include "native_registry.hpp"
@@ -45,9 +54,8 @@ double run_loop(const native_registry& reg, palrt_hosts::loop_kind kind, unsigne
   return ns;
 }
 
-}  // namespace
-
-PYBIND11_MODULE(pybind11_registry, m) {
+// The module's contents: what PYBIND11_MODULE's body was.
+void bind(py::module_& m) {
   m.doc() = "A native object registry bound with pybind11 (registered_instances keeps the wrappers)";
   m.attr("variant") = "pybind11";
   py::class_<native>(m, "Native", py::dynamic_attr())
@@ -69,4 +77,45 @@ PYBIND11_MODULE(pybind11_registry, m) {
              return run_loop(reg, palrt_hosts::loop_kind::churn, k, seed);
            },
            py::arg("k"), py::arg("seed") = 1);
+}
+
+// Py_mod_create: the module object of the main interpreter. The first import makes it with
+// pybind11 and binds the types; a later one (after the first was dropped from sys.modules)
+// gets a module of its own with the same contents, as CPython gives a single-phase module.
+PyObject* create_module(PyObject* spec, PyModuleDef*) {
+  if (PyInterpreterState_Get() != PyInterpreterState_Main()) {
+    PyErr_SetString(PyExc_ImportError,
+                    "pybind11_registry cannot be imported in a subinterpreter: pybind11 2.10 keeps its types and "
+                    "instances process-wide, so one interpreter would be handed another's wrappers");
+    return nullptr;
+  }
+  static PyObject* contents = nullptr;  // the first module's dict, for the life of the process
+  if (contents) {
+    PyObject* name = PyObject_GetAttrString(spec, "name");
+    if (!name) return nullptr;
+    PyObject* m = PyModule_NewObject(name);
+    Py_DECREF(name);
+    if (m && PyDict_Update(PyModule_GetDict(m), contents) < 0) Py_CLEAR(m);
+    return m;
+  }
+  PYBIND11_ENSURE_INTERNALS_READY
+  static py::module_::module_def pybind11_definition;
+  try {
+    auto m = py::module_::create_extension_module("pybind11_registry", nullptr, &pybind11_definition);
+    bind(m);
+    contents = PyDict_Copy(PyModule_GetDict(m.ptr()));
+    if (!contents) return nullptr;
+    return m.release().ptr();
+  }
+  PYBIND11_CATCH_INIT_EXCEPTIONS
+}
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit_pybind11_registry() {
+  PYBIND11_CHECK_PYTHON_VERSION
+  static PyModuleDef_Slot slots[] = {{Py_mod_create, reinterpret_cast<void*>(create_module)}, {0, nullptr}};
+  static PyModuleDef definition = {PyModuleDef_HEAD_INIT, "pybind11_registry", nullptr, 0, nullptr, slots,
+                                   nullptr, nullptr, nullptr};
+  return PyModuleDef_Init(&definition);
 }

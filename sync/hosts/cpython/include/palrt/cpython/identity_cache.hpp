@@ -9,35 +9,95 @@
 // host_reclamation::host_lock, the GIL being the host's lock: a hit is a hash, a probe of
 // an open-addressing table and a Py_INCREF; no read section, no lock and no barrier.
 //
+// The cache and the wrapper type belong to one module object, in its module state (multi-phase
+// init, PEP 489), so that each interpreter that imports the module has its own (Interpreters,
+// below).
+//
 // Example:
 //   #include <palrt/cpython/identity_cache.hpp>
+//   #include <new>
+//   struct module_state {  // CPython allocates it zeroed, and frees it
+//     PyTypeObject* wrapper_type;             // a reference, made by module_exec()
+//     palrt::cpython::identity_cache* cache;  // owned, made by module_exec()
+//   };
 //   struct wrapper {
 //     PyObject_HEAD
 //     const void* native;
+//     PyObject* module;  // a reference, dropped in tp_dealloc: the cache outlives the wrapper
 //   };
-//   struct module_state {
-//     static inline PyTypeObject* wrapper_type = nullptr;        // made at module init
-//     static inline palrt::cpython::identity_cache cache;         // one per module
-//   };
-//   // Where the module hands a native object to Python: a new reference, or null with an
+//   module_state* state_of(PyObject* module) {
+//     return static_cast<module_state*>(PyModule_GetState(module));
+//   }
+//   // Where the module hands a native object to Python (`module`: a module-level function's
+//   // self, or PyType_GetModuleByDef() of a method's type): a new reference, or null with an
 //   // exception set.
-//   PyObject* wrapper_of(const void* native) {
-//     return module_state::cache.get_or_create(native, [](const void* n) -> PyObject* {
-//       wrapper* w = PyObject_New(wrapper, module_state::wrapper_type);
-//       if (w) w->native = n;
+//   PyObject* wrapper_of(PyObject* module, const void* native) {
+//     module_state* state = state_of(module);
+//     return state->cache->get_or_create(native, [&](const void* n) -> PyObject* {
+//       if (!state->wrapper_type) {  // module_clear() ran: the module is being torn down
+//         PyErr_SetString(PyExc_RuntimeError, "example: the module was cleared");
+//         return nullptr;
+//       }
+//       wrapper* w = PyObject_New(wrapper, state->wrapper_type);
+//       if (!w) return nullptr;
+//       w->native = n;
+//       w->module = Py_NewRef(module);
 //       return reinterpret_cast<PyObject*>(w);
 //     });
 //   }
 //   // The wrapper type's tp_dealloc: forget() first, then weakrefs and fields, then free.
 //   void wrapper_dealloc(PyObject* self) {
-//     module_state::cache.forget(reinterpret_cast<wrapper*>(self)->native, self);
-//     Py_TYPE(self)->tp_free(self);
+//     auto* w = reinterpret_cast<wrapper*>(self);
+//     PyObject* module = w->module;
+//     PyTypeObject* type = Py_TYPE(self);
+//     state_of(module)->cache->forget(w->native, self);
+//     type->tp_free(self);
+//     Py_DECREF(type);  // a heap type: each instance holds a reference to it
+//     Py_DECREF(module);
 //   }
-// The worked example is the registry module in tools/hosts/cpython/.
+//   int module_exec(PyObject* module) {
+//     // A literal name: CPython 3.11 keeps the spec's name as the type's tp_name.
+//     static PyType_Slot slots[] = {{Py_tp_dealloc, reinterpret_cast<void*>(wrapper_dealloc)}, {0, nullptr}};
+//     static PyType_Spec spec = {"example.Wrapper", sizeof(wrapper), 0,
+//                                Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION, slots};
+//     module_state* state = state_of(module);
+//     state->wrapper_type = reinterpret_cast<PyTypeObject*>(PyType_FromModuleAndSpec(module, &spec, nullptr));
+//     if (!state->wrapper_type) return -1;
+//     state->cache = new (std::nothrow) palrt::cpython::identity_cache();
+//     if (!state->cache) {
+//       PyErr_NoMemory();
+//       return -1;
+//     }
+//     return 0;
+//   }
+//   int module_traverse(PyObject* module, visitproc visit, void* arg) {
+//     Py_VISIT(state_of(module)->wrapper_type);
+//     return 0;
+//   }
+//   int module_clear(PyObject* module) {
+//     Py_CLEAR(state_of(module)->wrapper_type);
+//     return 0;
+//   }
+//   // When the module object is freed, and so after its last wrapper; also after a failed
+//   // module_exec(), which leaves what it did not make null.
+//   void module_free(void* module) {
+//     module_clear(static_cast<PyObject*>(module));
+//     delete state_of(static_cast<PyObject*>(module))->cache;
+//   }
+//   PyMODINIT_FUNC PyInit_example() {
+//     static PyModuleDef_Slot slots[] = {{Py_mod_exec, reinterpret_cast<void*>(module_exec)}, {0, nullptr}};
+//     static PyModuleDef definition = {PyModuleDef_HEAD_INIT, "example", nullptr, sizeof(module_state),
+//                                      nullptr, slots, module_traverse, module_clear, module_free};
+//     return PyModuleDef_Init(&definition);
+//   }
+//
+// The worked example is the registry module in tools/hosts/cpython/ (capi_registry.hpp): its
+// wrappers are GC'd, traverse the object that owns the cache and keep it until tp_dealloc,
+// and its suite imports it in subinterpreters, under ASan too.
 //
 // The rules:
-// - Every call holds the GIL (checked by assert() in builds without NDEBUG), and the cache is
-//   used by one interpreter.
+// - Every call holds the GIL (checked by assert() in builds without NDEBUG) of the one
+//   interpreter the cache belongs to (Interpreters, below).
 // - forget() goes first in tp_dealloc. Then a weakref callback that asks for the dying
 //   wrapper's native object gets a new wrapper (the dying one is no longer cached), and the
 //   dying object's memory, once freed, cannot be found. A wrapper whose reference count is
@@ -54,6 +114,26 @@
 //   tp_dealloc then calls forget() for an entry that is not its own, which does nothing.
 // - The cache must outlive its wrappers (each wrapper holding a reference to the module
 //   object or registry that owns the cache keeps it so).
+//
+// Interpreters. A wrapper is an object of the interpreter that made it, so a cache serves one
+// interpreter, and a module keeps its cache and its wrapper type in its module state, never in
+// a static. A static cache hands interpreter B the wrappers interpreter A made: objects of
+// another interpreter, of A's type, freed when A is destroyed. Single-phase init shares them
+// even without a static: CPython copies the first module's dict, types included, into the
+// module of every later interpreter, without calling init. And CPython 3.11 does call a
+// single-phase init again once the interpreter that imported first was destroyed, so a static
+// that init rewrites is freed under whatever still points into it (a type spec's name, which
+// tp_name keeps: garbage type names, a use-after-free under ASan).
+// Per-module state, rather than an ImportError for every interpreter but one: it costs a hit
+// nothing (the same probe; the cache is a field read away from the object the call already
+// has: PyModule_GetState() of the module, or the object that owns the cache, as in the
+// registry module, whose hit and churn rows in docs/BENCHMARKS.md did not move), a module
+// imported again after a subinterpreter died is made anew and correct, and a refusal would
+// shut the module out of every program that runs subinterpreters (mod_wsgi does by default).
+// A module that cannot keep state per interpreter (pybind11 2.10, whose registrations are
+// process-wide: tools/hosts/cpython/pybind11_registry.cpp) refuses with ImportError instead,
+// from a Py_mod_create slot: CPython runs it at every import, where a single-phase init is
+// skipped.
 //
 // Errors are Python's: get_or_create() returns null with an exception set
 // (ValueError for a null native pointer, MemoryError when the table cannot grow, or whatever
