@@ -13,11 +13,16 @@ Cases (threads 1; N = natives, each with a live wrapper held):
     measured twice: in a C++ loop through each module's own lookup (native_registry.hpp), so
     that Python's call overhead does not hide the map, and from Python (the /py cases:
     `reg.get(i)` in a for loop, the loop included for every variant alike);
+  python/churn-empty/N=...  a native with no wrapper asked for (a new wrapper, a new entry)
+                          and the wrapper dropped at once (the entry removed): nothing held
   python/bytes-per-wrapper/N=100000
                           the memory one cached wrapper costs: the wrapper object and its
                           share of the map, from malloc's own accounting (mallinfo2) in a
                           process of its own with PYTHONMALLOC=malloc, so that Python objects
-                          are counted the same way as the maps' nodes and tables.
+                          are counted the same way as the maps' nodes and tables;
+  python/bytes-after-drop/N=100000
+                          what the map keeps after all those wrappers were dropped: malloc's
+                          bytes in use then, less before the first one was made, per wrapper.
 Every run measures every variant of a case before the next case, in an order rotated from
 run to run; the value reported is the median of the runs, each run's figure kept beside it.
 """
@@ -37,6 +42,7 @@ import time
 VARIANTS = {'palrt': 'palrt_registry', 'pybind11': 'pybind11_registry', 'plain': 'plain_registry'}
 HIT_SIZES = (1, 1024, 100000)
 CHURN_SIZES = (1024,)
+CHURN_EMPTY_SIZES = (1, 1024, 100000)
 BYTES_N = 100000
 
 
@@ -47,7 +53,7 @@ def load(variant):
 def native_loop(module, kind, n, seed):
     reg = module.Registry(n)
     iterations = 2_000_000 if kind == 'hit' and n < 100000 else 1_000_000
-    loop = reg.bench_hit if kind == 'hit' else reg.bench_churn
+    loop = {'hit': reg.bench_hit, 'churn': reg.bench_churn, 'churn-empty': reg.bench_churn_empty}[kind]
     loop(iterations // 10, seed)  # warm: the table at its size, the wrappers' pools filled
     return loop(iterations, seed)
 
@@ -92,7 +98,8 @@ def malloc_in_use():
 
 
 def bytes_per_wrapper(variant):
-    """In a child process with PYTHONMALLOC=malloc (see the module's docstring)."""
+    """In a child process with PYTHONMALLOC=malloc (see the module's docstring): the bytes per
+    wrapper while all are held, and after all were dropped."""
     module = load(variant)
     reg = module.Registry(BYTES_N)
     held = [None] * BYTES_N  # the list is allocated before the first reading
@@ -102,14 +109,18 @@ def bytes_per_wrapper(variant):
     for i in range(BYTES_N):
         held[i] = reg.get(i)
     after = malloc_in_use()
-    return (after - before) / BYTES_N
+    for i in range(BYTES_N):
+        held[i] = None
+    dropped = malloc_in_use()
+    return (after - before) / BYTES_N, (dropped - before) / BYTES_N
 
 
-def measure_bytes(variant):
+def measure_bytes(variant, which):
     env = dict(os.environ, PYTHONMALLOC='malloc')
     out = subprocess.run([sys.executable, __file__, '--bytes-of', variant], env=env, check=True,
                          stdout=subprocess.PIPE, text=True).stdout
-    return float(out)
+    held, dropped = (float(x) for x in out.split())
+    return held if which == 'held' else dropped
 
 
 def main():
@@ -123,7 +134,7 @@ def main():
         sys.path.insert(0, a.modules)
         os.environ['PYTHONPATH'] = a.modules + os.pathsep + os.environ.get('PYTHONPATH', '')
     if a.bytes_of:
-        print(bytes_per_wrapper(a.bytes_of))
+        print(*bytes_per_wrapper(a.bytes_of))
         return
     if a.runs < 1:
         ap.error('--runs must be at least 1')
@@ -146,7 +157,10 @@ def main():
         cases.append((f'python/hit/N={n}/py', 'ns_per_op', lambda v, s, n=n: python_loop(load(v), 'hit', n, s)))
     for n in CHURN_SIZES:
         cases.append((f'python/churn/N={n}/py', 'ns_per_op', lambda v, s, n=n: python_loop(load(v), 'churn', n, s)))
-    cases.append((f'python/bytes-per-wrapper/N={BYTES_N}', 'bytes', lambda v, s: measure_bytes(v)))
+    for n in CHURN_EMPTY_SIZES:
+        cases.append((f'python/churn-empty/N={n}', 'ns_per_op', lambda v, s, n=n: native_loop(load(v), 'churn-empty', n, s)))
+    cases.append((f'python/bytes-per-wrapper/N={BYTES_N}', 'bytes', lambda v, s: measure_bytes(v, 'held')))
+    cases.append((f'python/bytes-after-drop/N={BYTES_N}', 'bytes', lambda v, s: measure_bytes(v, 'dropped')))
 
     samples = {}
     for run in range(a.runs):

@@ -10,7 +10,7 @@
 //   reg.on_create                None, or a callable the factory calls with i before it makes
 //                                a wrapper (Python code inside the miss path)
 //   reg.stats()                  the map's counters, a dict
-//   reg.bench_hit(k[, seed]), reg.bench_churn(k[, seed])
+//   reg.bench_hit(k[, seed]), reg.bench_churn(k[, seed]), reg.bench_churn_empty(k[, seed])
 //                                native_registry.hpp's C++ loops over reg.get: ns per op
 //   w.index, w.value, w.registry the native's index and value (writable), the registry
 //   w.payload                    any object (traversed: cycles through it are collected)
@@ -198,6 +198,9 @@ struct capi_module {
   static PyObject* registry_bench_churn(PyObject* self, PyObject* args) {
     return run_loop(self, args, loop_kind::churn);
   }
+  static PyObject* registry_bench_churn_empty(PyObject* self, PyObject* args) {
+    return run_loop(self, args, loop_kind::churn_empty);
+  }
   static Py_ssize_t registry_len(PyObject* self) {
     return static_cast<Py_ssize_t>(reinterpret_cast<registry_object*>(self)->natives->size());
   }
@@ -300,6 +303,8 @@ struct capi_module {
       {"stats", registry_stats, METH_NOARGS, "the map's counters"},
       {"bench_hit", registry_bench_hit, METH_VARARGS, "ns per get() of a held wrapper, in a C++ loop"},
       {"bench_churn", registry_bench_churn, METH_VARARGS, "ns per wrapper dropped and made again, in a C++ loop"},
+      {"bench_churn_empty", registry_bench_churn_empty, METH_VARARGS,
+       "ns per wrapper made for a native with none and dropped at once, in a C++ loop"},
       {nullptr, nullptr, 0, nullptr}};
   static inline PyGetSetDef registry_getset[] = {
       {"on_create", get_on_create, set_on_create, "called with i before a wrapper is made", nullptr},

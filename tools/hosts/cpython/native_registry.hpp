@@ -55,14 +55,17 @@ inline std::uint64_t monotonic_ns() noexcept {
   return static_cast<std::uint64_t>(t.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(t.tv_nsec);
 }
 
-// The two measured loops, for a module whose lookup is `get(i)`: the wrapper of native i, a
-// new reference (made if it has none), or null with a Python exception set. Both hold a
-// wrapper for every native first, as a program holding n objects does, and return the ns
+// The measured loops, for a module whose lookup is `get(i)`: the wrapper of native i, a new
+// reference (made if it has none), or null with a Python exception set. They return the ns
 // per operation, or a negative value with the exception set.
-//   hit:   get() of a held wrapper, then its reference dropped.
-//   churn: a wrapper dropped (its last reference: the module's tp_dealloc removes the entry)
-//          and its native asked for again (a new wrapper, a new entry).
-enum class loop_kind { hit, churn };
+//   hit:         get() of a held wrapper, then its reference dropped.
+//   churn:       a wrapper dropped (its last reference: the module's tp_dealloc removes the
+//                entry) and its native asked for again (a new wrapper, a new entry).
+//   churn_empty: get() of a native with no wrapper (a new wrapper, a new entry), then its
+//                reference dropped (the entry removed): nothing is held between operations,
+//                as in a program that wraps a native for one call and lets it go.
+// hit and churn hold a wrapper for every native first, as a program holding n objects does.
+enum class loop_kind { hit, churn, churn_empty };
 
 template <class Get>
 double measure_loop(loop_kind kind, std::size_t n, std::uint64_t iterations, std::uint64_t seed, Get&& get) {
@@ -70,7 +73,7 @@ double measure_loop(loop_kind kind, std::size_t n, std::uint64_t iterations, std
   auto drop_all = [&] {
     for (PyObject*& w : held) Py_CLEAR(w);
   };
-  for (std::size_t i = 0; i < n; ++i) {
+  for (std::size_t i = 0; i < n && kind != loop_kind::churn_empty; ++i) {
     if (!(held[i] = get(i))) {
       drop_all();
       return -1;
@@ -80,7 +83,7 @@ double measure_loop(loop_kind kind, std::size_t n, std::uint64_t iterations, std
   std::size_t next = 0;
   bool failed = false;
   const std::uint64_t start = monotonic_ns();
-  if (kind == loop_kind::hit) {
+  if (kind == loop_kind::hit || kind == loop_kind::churn_empty) {
     for (std::uint64_t k = 0; k < iterations; ++k) {
       PyObject* w = get(order[next]);
       if (!w) {
@@ -107,7 +110,7 @@ double measure_loop(loop_kind kind, std::size_t n, std::uint64_t iterations, std
   return iterations ? static_cast<double>(elapsed) / static_cast<double>(iterations) : 0.0;
 }
 
-// Parses bench_hit/bench_churn's (iterations, seed) arguments.
+// Parses the bench_* loops' (iterations, seed) arguments.
 inline bool parse_loop_args(PyObject* args, unsigned long long& iterations, unsigned long long& seed) {
   seed = 1;
   return PyArg_ParseTuple(args, "K|K", &iterations, &seed) != 0;

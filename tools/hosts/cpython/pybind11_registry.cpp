@@ -76,6 +76,11 @@ void bind(py::module_& m) {
            [](const native_registry& reg, unsigned long long k, unsigned long long seed) {
              return run_loop(reg, palrt_hosts::loop_kind::churn, k, seed);
            },
+           py::arg("k"), py::arg("seed") = 1)
+      .def("bench_churn_empty",
+           [](const native_registry& reg, unsigned long long k, unsigned long long seed) {
+             return run_loop(reg, palrt_hosts::loop_kind::churn_empty, k, seed);
+           },
            py::arg("k"), py::arg("seed") = 1);
 }
 

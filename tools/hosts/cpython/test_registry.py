@@ -219,9 +219,9 @@ class DropAndRecreate(unittest.TestCase):
         self.assertEqual(entries(reg), 1)
 
     @unittest.skipUnless(PALRT, 'counters of palrt\'s table')
-    def test_churn_reuses_slots_and_rebuilds_nothing(self):
+    def test_churn_leaves_no_tombstones_and_rebuilds_nothing(self):
         # Before: slots were written once per table, 34,613 rebuilds per million inserts over
-        # 64 identities.
+        # 64 identities; then tombstones reused (host_lock now leaves none).
         reg = registry.Registry(64)
         held = [reg.get(i) for i in range(64)]
         before = reg.stats()
@@ -232,11 +232,40 @@ class DropAndRecreate(unittest.TestCase):
             held[i] = reg.get(i)
         after = reg.stats()
         self.assertEqual(after['rebuilds'] - before['rebuilds'], 0)
-        self.assertEqual(after['reused_slots'] - before['reused_slots'], rounds)
+        self.assertEqual(after['tombstones'], 0)
         self.assertEqual(after['erased'] - before['erased'], rounds)
         self.assertEqual(after['entries'], 64)
         for i, w in enumerate(held):
             self.assertIs(reg.get(i), w)
+
+    @unittest.skipUnless(PALRT, 'counters of palrt\'s table')
+    def test_churn_with_nothing_held_rebuilds_nothing(self):
+        # Before: every ~13 inserts rebuilt the 8-slot table, full of tombstones.
+        reg = registry.Registry(5000)
+        reg.get(0)  # the table exists
+        before = reg.stats()
+        for i in range(5000):
+            reg.get(i)  # made, cached, and dropped at once
+        after = reg.stats()
+        self.assertEqual(after['rebuilds'] - before['rebuilds'], 0)
+        self.assertEqual(after['erased'] - before['erased'], 5000)
+        self.assertEqual((after['entries'], after['tombstones']), (0, 0))
+
+    @unittest.skipUnless(PALRT, 'counters of palrt\'s table')
+    def test_dropping_every_wrapper_gives_the_table_back(self):
+        # Before: 100,000 wrappers dropped left a 4 MiB table of tombstones.
+        reg = registry.Registry(100000)
+        empty = reg.stats()
+        held = [reg.get(i) for i in range(100000)]
+        full = reg.stats()
+        del held
+        after = reg.stats()
+        self.assertEqual(after['entries'], 0)
+        self.assertLessEqual(after['bytes'], max(empty['bytes'], 1024))
+        self.assertGreater(full['bytes'], 1000 * after['bytes'])
+        self.assertIsNone(reg.cached(7))
+        w = reg.get(7)
+        self.assertIs(reg.get(7), w)
 
     def test_registry_outlives_its_last_wrapper(self):
         reg = registry.Registry(4)
@@ -447,6 +476,7 @@ class NativeLoops(unittest.TestCase):
         kept = reg.get(9)
         self.assertIsInstance(reg.bench_hit(5000, 3), float)
         self.assertIsInstance(reg.bench_churn(5000, 4), float)
+        self.assertIsInstance(reg.bench_churn_empty(5000, 5), float)
         self.assertIs(reg.get(9), kept)
         if C_API:
             self.assertEqual(entries(reg), 1)
@@ -475,6 +505,7 @@ class References(unittest.TestCase):
             del a, held, inner, hook
             reg.on_create = None
             reg.bench_churn(1000)
+            reg.bench_churn_empty(1000)
             reg.bench_hit(1000)
 
         def references_after(runs):
