@@ -69,5 +69,6 @@ bench_component handles_component();
 bench_component finalizer_component();
 bench_component invoke_component();
 bench_component cache_component();
+bench_component retire_component();
 
 }  // namespace palrt::bench

@@ -118,13 +118,19 @@ inline constexpr std::chrono::nanoseconds interleave_slice = std::chrono::millis
 // touches (page faults, lazy binding, a strategy's first signal delivery) and shows the slowest
 // op. A slice is never shorter than that op (a 5 ms signal barrier cannot run in 1 ms slices),
 // so every variant keeps to about `budget` per repetition.
+//
+// `min_slice` is for a variant whose run has a fixed cost of its own besides its ops (palrt-bench
+// retire drains liburcu's call_rcu worker, which sleeps 10 ms between batches, at the end of
+// every run): slices at least that long keep the fixed cost small beside the ops. A min_slice
+// of `budget` or more makes each repetition one run per variant, still in shuffled order.
 inline std::vector<std::vector<double>> sample_ns_per_op_interleaved(const std::vector<measured_variant>& variants,
                                                                     int repetitions,
-                                                                    std::chrono::nanoseconds budget) {
+                                                                    std::chrono::nanoseconds budget,
+                                                                    std::chrono::nanoseconds min_slice = interleave_slice) {
   const std::size_t n = variants.size();
   std::vector<std::vector<double>> samples(n);
   if (n == 0) return samples;
-  std::chrono::nanoseconds slice = interleave_slice;
+  std::chrono::nanoseconds slice = min_slice;
   for (const auto& v : variants) {
     const timed_run warm_up = v.run(budget / 10);
     slice = std::max(slice, std::chrono::nanoseconds(static_cast<std::int64_t>(warm_up.ns_per_op())));

@@ -40,6 +40,7 @@ constexpr bench_registrar registry[] = {
     finalizer_component,
     invoke_component,
     cache_component,
+    retire_component,
 };
 
 // A component and the subcommand made for it.
