@@ -10,8 +10,10 @@
 #include <thread>
 #include <vector>
 
+#include "palrt/gc/internal/grace_period.hpp"
 #include "palrt/gc/read_section.hpp"
 #include "palrt/gc/retire.hpp"
+#include "palrt/pal/wake_event.hpp"
 
 using namespace std::chrono_literals;
 namespace gc = palrt::gc;
@@ -53,16 +55,71 @@ TEST_CASE("retire: nothing runs while a reader that was inside when it was retir
   for (const cell& c : cells) CHECK(c.reclaimed == 1);
 }
 
-TEST_CASE("retire: a full batch runs when it fills, a partial one when asked, each item once") {
+TEST_CASE("retire: queued batches run once enough wait, a partial one when asked, each item once") {
   REQUIRE(gc::drain_retired());
-  std::vector<cell> cells(gc::retire_batch_capacity + 5);
-  for (std::size_t i = 0; i < gc::retire_batch_capacity; ++i) gc::retire(&cells[i], reclaim_cell);
-  CHECK(reclaimed_in(cells) == static_cast<int>(gc::retire_batch_capacity));  // no reader: due at once
-  for (std::size_t i = gc::retire_batch_capacity; i < cells.size(); ++i) gc::retire(&cells[i], reclaim_cell);
-  CHECK(reclaimed_in(cells) == static_cast<int>(gc::retire_batch_capacity));  // partial: waits
+  constexpr std::size_t full = gc::retire_scan_batches * gc::retire_batch_capacity;
+  std::vector<cell> cells(full + 5);
+  for (std::size_t i = 0; i < full; ++i) gc::retire(&cells[i], reclaim_cell);
+  CHECK(reclaimed_in(cells) == static_cast<int>(full));  // no reader: all due at the scan
+  for (std::size_t i = full; i < cells.size(); ++i) gc::retire(&cells[i], reclaim_cell);
+  CHECK(reclaimed_in(cells) == static_cast<int>(full));  // partial: waits
   CHECK(gc::reclaim_retired() == 5);
   CHECK(gc::reclaim_retired() == 0);
   for (const cell& c : cells) CHECK(c.reclaimed == 1);
+}
+
+// A drain waits for the batches retired before it, queued or running on another thread, and
+// not for those other threads retire after it began: else a thread that retires steadily
+// (always a run in progress) would keep every drain waiting until its timeout.
+TEST_CASE("retire: drain_retired waits for another thread's run of earlier batches, not of later ones") {
+  REQUIRE(gc::drain_retired());
+  static palrt::pal::wake_event running, release;
+  (void)running.try_wait();  // auto-reset events: clear what an earlier subcase left
+  (void)release.try_wait();
+  auto blocking = [](void* p) noexcept {
+    reclaim_cell(p);
+    running.set();
+    release.wait();
+  };
+  SUBCASE("earlier: waited for") {
+    cell theirs;
+    std::thread other([&] {
+      gc::retire(&theirs, blocking);
+      gc::reclaim_retired();  // runs it, and blocks inside
+    });
+    running.wait();
+    CHECK_FALSE(gc::drain_retired(0ns));  // their batch was tagged before: it is still running
+    release.set();
+    other.join();
+    CHECK(gc::drain_retired());
+  }
+  SUBCASE("later: not waited for") {
+    cell mine, theirs;
+    palrt::pal::wake_event go;
+    std::thread other([&] {
+      go.wait();
+      gc::retire(&theirs, blocking);  // after the drain fixed its horizon
+      gc::reclaim_retired();
+    });
+    struct window {
+      palrt::pal::wake_event* go;
+    } w{&go};
+    palrt::gc::internal::retire_access::on_drain_horizon(
+        [](void* c) {
+          static_cast<window*>(c)->go->set();
+          running.wait();  // their run is in progress when the drain first looks
+        },
+        &w);
+    gc::retire(&mine, reclaim_cell);
+    const bool drained = gc::drain_retired(2s);
+    palrt::gc::internal::retire_access::on_drain_horizon(nullptr, nullptr);
+    CHECK(drained);  // before: false after the whole timeout
+    CHECK(mine.reclaimed == 1);
+    release.set();
+    other.join();
+    CHECK(theirs.reclaimed == 1);
+    CHECK(gc::drain_retired());
+  }
 }
 
 TEST_CASE("retire: an exiting thread's partial batch is queued, and runs on another thread") {

@@ -20,10 +20,14 @@
 //   called must not be able to reach it. Thread-safe; the calls of one thread go into a batch
 //   of the thread's own (no lock), up to retire_batch_capacity; a full batch is tagged with the
 //   global epoch and queued process-wide (one short lock), and then the calling thread runs
-//   every queued batch whose grace period has passed (one process-wide barrier, then the
-//   reclaims, outside any lock). Costs: a few nanoseconds per call, plus one barrier and the
-//   batch's reclaims per retire_batch_capacity calls (tens of nanoseconds per call in all; figures in
-//   docs/BENCHMARKS.md). Throws std::bad_alloc when a new batch cannot be allocated (once per
+//   the queued batches whose grace period has passed, outside any lock: as far as another
+//   thread's scan of the readers already tells (no barrier), or, once retire_scan_batches
+//   batches wait, after a scan of its own (one process-wide barrier). Costs: a few
+//   nanoseconds per call, plus one barrier per retire_scan_batches * retire_batch_capacity
+//   calls, plus the reclaims: tens of nanoseconds per call in all with one thread retiring,
+//   more where the barrier must interrupt other busy CPUs (figures in docs/BENCHMARKS.md,
+//   "gc::retire beside call_rcu"). What waits is bounded by retire_scan_batches batches
+//   beyond what readers' sections hold back. Throws std::bad_alloc when a new batch cannot be allocated (once per
 //   retire_batch_capacity calls); p is then not retired (the caller still owns it, and may free it
 //   after drain_retired() returned true). Not async-signal-safe.
 // reclaim_retired()
@@ -31,8 +35,11 @@
 //   grace period has passed; waits for nothing. Returns how many reclaims ran. A host calls it
 //   where it wants retired memory back without retiring more: after a collection, when idle.
 // drain_retired(timeout)
-//   As reclaim_retired(), then waits (yielding, then backing off) until every reclaim queued
-//   before the call has run, or until `timeout` passed: true if they all ran. For the end of a
+//   As reclaim_retired(), then waits (yielding, then backing off) until every reclaim retired
+//   before the call has run (on whichever thread runs it), or until `timeout` passed: true if
+//   they all ran. It does not wait for what other threads retire after the call began, so a
+//   thread that keeps retiring does not hold it up; called from a reclaim, it does not wait
+//   for the batches its own thread is running. For the end of a
 //   runtime (everything it retired must be gone before its allocator is) and for tests. Throws
 //   std::logic_error when called inside a read section of the calling thread (the section
 //   would hold its own grace period for the whole timeout).
@@ -60,6 +67,8 @@ using reclaim_fn = void (*)(void* p) noexcept;
 
 // Retirements a thread collects before it queues them and reclaims what is due.
 inline constexpr std::size_t retire_batch_capacity = 64;
+// Queued batches that make a thread whose batch filled scan the readers itself.
+inline constexpr std::size_t retire_scan_batches = 4;
 
 void retire(void* p, reclaim_fn reclaim);
 std::size_t reclaim_retired();

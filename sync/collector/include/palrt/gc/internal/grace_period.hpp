@@ -34,4 +34,13 @@ struct reader_census {
 };
 reader_census count_readers() noexcept;
 
+// Tests' view of gc::retire (retire.hpp, retire.cpp).
+class retire_access {
+ public:
+  // `hook(context)` runs in drain_retired(), on the draining thread, right after it fixed
+  // what it waits for (the batches tagged before that moment) and before it first looks: the
+  // window in which other threads' later batches must not be waited for. Null: none.
+  static void on_drain_horizon(void (*hook)(void* context), void* context) noexcept;
+};
+
 }  // namespace palrt::gc::internal
