@@ -43,15 +43,17 @@ class mprotect_barrier final : public barrier_instance {
   barrier_strategy strategy() const noexcept override { return barrier_strategy::mprotect; }
 
   void flush() noexcept override {
-    if (int err = toggle()) barrier_failed("mprotect", err);
+    if (int err = toggle(/*flushing=*/true)) barrier_failed("mprotect", err);
   }
 
-  // 0, or the errno of the mprotect that failed.
-  int toggle() noexcept {
+  // 0, or the errno of the mprotect that failed. `flushing`: a flush, not the probe that
+  // proves mprotect works (only flushes run the test hook).
+  int toggle(bool flushing) noexcept {
     // One toggle at a time: two interleaved toggles could leave the page writable when the
     // second thread's PROT_NONE ran first, and then the first would shoot down nothing.
     std::lock_guard lock(toggle_lock);
     if (::mprotect(page_, size_, PROT_READ | PROT_WRITE) != 0) return errno;
+    if (flushing) run_flush_hook();
     // The write makes the page present and dirty so the next mprotect has a TLB entry to
     // invalidate (an untouched page may need no shootdown). Atomic so the compiler keeps it.
     reinterpret_cast<std::atomic<long>*>(page_)->fetch_add(1, std::memory_order_relaxed);
@@ -105,7 +107,7 @@ std::unique_ptr<barrier_instance> make_mprotect_barrier() {
   (void)::mlock(page, size);
   auto barrier = std::make_unique<mprotect_barrier>(page, size);
   // Prove that mprotect works here (a seccomp filter may deny it) before anyone relies on it.
-  if (int err = barrier->toggle())
+  if (int err = barrier->toggle(/*flushing=*/false))
     throw barrier_error(err, std::generic_category(), "mprotect barrier: mprotect helper page");
   return barrier;
 }

@@ -367,6 +367,7 @@ class signal_barrier final : public barrier_instance {
     t->count.store(n, std::memory_order_relaxed);
     // release: a handler that reads g sees the armed table and pending above.
     s.generation.store(g, std::memory_order_release);
+    run_flush_hook();
 
     unsent_.assign(n, 0);
     someone_exited_ = false;

@@ -37,6 +37,17 @@ process_barrier_state state;
 // acquire/release: a thread that sees the instance also sees `state`, written before it.
 std::atomic<barrier_instance*> active{nullptr};
 
+// process_barrier_access's one-shot hooks (null normally).
+constinit std::atomic<const internal::barrier_hook*> next_flush_hook{nullptr};
+constinit std::atomic<const internal::barrier_hook*> next_initialisation_hook{nullptr};
+
+void run_once(std::atomic<const internal::barrier_hook*>& slot) noexcept {
+  // relaxed first: the one load every flush pays while no test has set a hook.
+  if (!slot.load(std::memory_order_relaxed)) return;
+  // acquire: the hook's fields, stored before the setter's release.
+  if (const internal::barrier_hook* h = slot.exchange(nullptr, std::memory_order_acquire)) h->call(h->context);
+}
+
 std::optional<barrier_strategy> forced_strategy() {
   // Not under AT_SECURE: a setuid program must not let its caller pick its barrier.
   const char* value = ::secure_getenv("PALRT_BARRIER");
@@ -114,6 +125,7 @@ const process_barrier_state& initialize(registration_mode mode, registration_cen
   hold_barrier_locks_across_fork();
   std::lock_guard lock(init_mutex);
   if (active.load(std::memory_order_relaxed)) return state;
+  run_once(next_initialisation_hook);
 
   process_barrier_state st{};
   st.initialized_on_first_use = on_first_use;
@@ -214,6 +226,16 @@ double process_barrier_access::measure_flush_cost_ns(barrier_instance& barrier, 
 void barrier_failed(const char* strategy, int error) noexcept {
   std::fprintf(stderr, "palrt: %s process barrier failed: %s\n", strategy, std::strerror(error));
   std::abort();
+}
+
+void run_flush_hook() noexcept { run_once(next_flush_hook); }
+
+void process_barrier_access::hook_next_flush(const barrier_hook* hook) noexcept {
+  next_flush_hook.store(hook, std::memory_order_release);  // release: see run_once
+}
+
+void process_barrier_access::hook_next_initialisation(const barrier_hook* hook) noexcept {
+  next_initialisation_hook.store(hook, std::memory_order_release);  // release: see run_once
 }
 }  // namespace internal
 
