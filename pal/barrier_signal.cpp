@@ -96,6 +96,22 @@
 //   interrupted either: scratch grows with mmap and mremap (system calls), tables are mapped
 //   and never unmapped, messages are written with write(2) (signal_safe_message.hpp).
 // Depth is bounded (max_depth): a flush nested deeper aborts with a message rather than wait.
+//
+// The signal taken away. The handler must stay palrt's: a host that later installs SIG_IGN
+// for the barrier signal, or a handler of its own that does not call palrt's, leaves no
+// running thread able to acknowledge a round, and every flush would wait for good; SIG_DFL
+// would end the process at the first signal. So each flush reads the signal's disposition
+// (one sigaction call) before it sends anything, and again whenever its wait times out (a
+// host that changes it during the flush), and aborts with a message that names what holds the
+// signal now: at once for SIG_IGN and SIG_DFL, which never reach palrt's handler; for another
+// handler only once the flush has waited `chained_patience` without an acknowledgement, since
+// a host handler that calls palrt's (chains to the handler it replaced, as signal-chaining
+// libraries do) keeps the strategy working. The message says whether that handler lies in
+// another copy of palrt (an object that carries palrt's note: process_copies.hpp), whose own
+// signal strategy uses the same signal, or elsewhere (its address and object). A second copy
+// that initialises the strategy while the first holds the signal is refused the same way,
+// naming both copies (make_signal_barrier()). Taking the signal back instead would silently
+// break whatever the host installed its handler for.
 #include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -103,11 +119,13 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -118,6 +136,7 @@
 #include "palrt/pal/internal/barrier_strategies.hpp"
 #include "palrt/pal/internal/futex.hpp"
 #include "palrt/pal/internal/owned_mutex.hpp"
+#include "palrt/pal/internal/process_copies.hpp"
 #include "palrt/pal/internal/signal_safe_message.hpp"
 
 namespace palrt::pal::internal {
@@ -447,6 +466,81 @@ bool thread_off_cpu(int dir_fd, pid_t tid) {
   barrier_failed("signal", err);
 }
 
+// What a handler's address points into, for messages: the object's path and whether it holds
+// a copy of palrt other than this one. Paths are cut short at 1 KiB: a flush in a signal
+// handler may have little stack.
+constexpr std::size_t message_path_size = 1024;
+struct handler_owner {
+  char path[message_path_size];
+  bool found = false;
+  bool other_copy = false;
+};
+
+void find_owner(const void* handler, handler_owner& owner) noexcept {
+  bool copy = false;
+  owner.found = object_holding(handler, owner.path, sizeof owner.path, &copy);
+  char mine[message_path_size];
+  object_holding(reinterpret_cast<const void*>(&on_barrier_signal), mine, sizeof mine, nullptr);
+  // A handler in this copy's own object that is not palrt's is the host's, even though that
+  // object carries palrt's note: the host linked palrt in statically.
+  owner.other_copy = owner.found && copy && std::strcmp(owner.path, mine) != 0;
+}
+
+const void* handler_address(const struct sigaction& sa) noexcept {
+  return (sa.sa_flags & SA_SIGINFO) ? reinterpret_cast<const void*>(sa.sa_sigaction)
+                                    : reinterpret_cast<const void*>(sa.sa_handler);
+}
+
+// How long a flush waits without an acknowledgement before it takes another handler of the
+// barrier signal for the cause (see "The signal taken away"): far longer than a preempted
+// target takes to run (a time slice, milliseconds).
+constexpr std::int64_t chained_patience_ns = 1'000'000'000;
+
+std::int64_t monotonic_ns() noexcept {
+  timespec t{};
+  ::clock_gettime(CLOCK_MONOTONIC, &t);
+  return std::int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec;
+}
+
+// Aborts, naming what holds the barrier signal now (see "The signal taken away"), when it
+// is ignored or has its default action, or when another handler holds it and
+// `foreign_handler_fatal` (the flush has waited for it long enough). One sigaction call.
+void check_disposition(bool foreign_handler_fatal) noexcept {
+  const int sig = barrier_signal_number();
+  struct sigaction now {};
+  if (::sigaction(sig, nullptr, &now) != 0) return;  // cannot fail for a valid signal
+  if ((now.sa_flags & SA_SIGINFO) && now.sa_sigaction == &on_barrier_signal) return;
+  const bool ignored = !(now.sa_flags & SA_SIGINFO) && now.sa_handler == SIG_IGN;
+  const bool by_default = !(now.sa_flags & SA_SIGINFO) && now.sa_handler == SIG_DFL;
+  if (!ignored && !by_default && !foreign_handler_fatal) return;  // it may call palrt's
+  signal_safe_message m;
+  m << "palrt: signal process barrier: its signal, SIGRTMAX-1 (" << sig << "), ";
+  if (ignored) {
+    m << "is ignored now (SIG_IGN): the host ignored it after palrt installed its handler, so no running "
+         "thread can acknowledge a flush";
+  } else if (by_default) {
+    m << "has its default action again (SIG_DFL), which ends the process: the host reset it after palrt "
+         "installed its handler";
+  } else {
+    handler_owner owner;
+    find_owner(handler_address(now), owner);
+    if (owner.other_copy) {
+      m << "is handled now by another copy of palrt, in " << owner.path
+        << ": two copies of palrt in one process cannot both use the signal strategy; link every module of the "
+           "process against libpalrt.so";
+    } else {
+      m << "is handled now by another handler (" << handler_address(now) << ", in "
+        << (owner.found ? owner.path : "no loaded object")
+        << "), and a flush waited " << static_cast<long>(chained_patience_ns / 1'000'000)
+        << " ms for a running thread's acknowledgement: the host installed that handler after palrt installed "
+           "its own, and it does not call palrt's";
+    }
+  }
+  m << "; leave that signal to palrt, or give palrt another barrier (membarrier, or PALRT_BARRIER=mprotect)";
+  m.write_line();
+  barrier_failed("signal", EBUSY);
+}
+
 class signal_barrier final : public barrier_instance {
  public:
   barrier_strategy strategy() const noexcept override { return barrier_strategy::signal; }
@@ -479,6 +573,7 @@ class signal_barrier final : public barrier_instance {
   static void flush_in(round_slot& slot, pid_t self) noexcept {
     // (A) order the caller's earlier accesses before the round; pairs with the handlers' (B).
     std::atomic_thread_fence(std::memory_order_seq_cst);
+    check_disposition(/*foreign_handler_fatal=*/false);
     const pid_t pid = ::getpid();
     const char* why = "";
     if (pid != slot.task_dir_pid)  // first use of the slot, or a fork()ed child holding its parent's directory
@@ -566,14 +661,22 @@ class signal_barrier final : public barrier_instance {
   static void wait_for_acknowledgements(round_slot& slot, pid_t pid, target_table& t, std::size_t n,
                                         std::uint64_t g) {
     // Handlers normally answer within microseconds; past that, look for targets that need
-    // no barrier (exited, or off their CPU) instead of waiting on them, and send again what
-    // could not be sent.
+    // no barrier (exited, or off their CPU) instead of waiting on them, send again what
+    // could not be sent, and make sure the signal is still palrt's (see "The signal taken
+    // away").
     timespec slice{0, 200'000};
+    std::uint32_t last_left = 0;  // pending when last seen to change, and when that was
+    std::int64_t last_progress_ns = 0;
     for (;;) {
       std::uint32_t left = slot.pending.load(std::memory_order_acquire);
       if (left == 0) return;
+      if (left != last_left) {
+        last_left = left;
+        last_progress_ns = monotonic_ns();
+      }
       // 0 (woken), EAGAIN (pending changed) and EINTR all mean: look again.
       if (futex_wait(slot.pending, left, futex_deadline::after(slice)) != ETIMEDOUT) continue;
+      check_disposition(/*foreign_handler_fatal=*/monotonic_ns() - last_progress_ns >= chained_patience_ns);
       for (std::size_t i = 0; i < n; ++i) {
         target& e = t.entries[i];
         // acquire: a target found claimed had its fence (B) done before the claim.
@@ -600,9 +703,23 @@ std::unique_ptr<barrier_instance> make_signal_barrier() {
     if (::sigaction(sig, nullptr, &old) != 0)
       throw barrier_error(errno, std::generic_category(), "signal barrier: sigaction");
     if ((old.sa_flags & SA_SIGINFO) ? old.sa_sigaction != nullptr
-                                    : (old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN))
+                                    : (old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN)) {
+      handler_owner owner;
+      find_owner(handler_address(old), owner);
+      if (owner.other_copy) {
+        char mine[message_path_size];
+        object_holding(reinterpret_cast<const void*>(&on_barrier_signal), mine, sizeof mine, nullptr);
+        throw barrier_error(EBUSY, std::generic_category(),
+                            std::string("signal barrier: SIGRTMAX-1 is already the barrier signal of another copy of "
+                                        "palrt in this process, in ") +
+                                owner.path + "; this copy is in " + mine +
+                                ": two copies of palrt cannot both use the signal strategy; link every module of "
+                                "the process against libpalrt.so");
+      }
       throw barrier_error(EBUSY, std::generic_category(),
-                          "signal barrier: the host already handles SIGRTMAX-1");
+                          std::string("signal barrier: the host already handles SIGRTMAX-1") +
+                              (owner.found ? std::string(" (a handler in ") + owner.path + ")" : std::string()));
+    }
     struct sigaction sa {};
     sa.sa_sigaction = &on_barrier_signal;
     // SA_RESTART: a host thread blocked in a restartable call (read, write, wait, recv

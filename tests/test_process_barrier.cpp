@@ -13,6 +13,7 @@
 // with PALRT_BARRIER set, exactly as a user would force it.
 #include <doctest/doctest.h>
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -461,6 +462,9 @@ TEST_CASE("process barrier: the signal strategy refuses a signal the host alread
   INFO(child.out, child.err);
   REQUIRE(child.exit_code == 0);
   CHECK(child.out.find("error=" + std::to_string(EBUSY)) != std::string::npos);
+  // The handler is in this test binary, which holds palrt too: still the host's, not a copy's.
+  CHECK(child.out.find("the host already handles SIGRTMAX-1 (a handler in ") != std::string::npos);
+  CHECK(child.out.find("another copy") == std::string::npos);
 }
 
 TEST_CASE("process barrier: reports the strategy it chose and what a flush costs" * palrt::testing::fallback_case) {
@@ -1183,4 +1187,209 @@ TEST_CASE("process barrier: a flush from a handler that interrupted the initiali
   CHECK(child.err.find("palrt: FlushProcessWriteBuffers: called from a signal handler that interrupted the process "
                        "barrier's initialisation on the same thread") != std::string::npos);
   CHECK(child.out.find("initialised") == std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------
+// The signal strategy's signal taken away after palrt installed its handler: by the host
+// (its own handler, SIG_IGN, SIG_DFL), before a flush or during one, or by a second copy of
+// palrt in the process (issue 24, item 10). A flush must fail at once naming the cause,
+// never wait for acknowledgements that cannot come.
+
+namespace {
+
+enum class takeover { handler, ignore, reset };
+
+void host_handler_for_barrier_signal(int) {}
+
+void take_barrier_signal(takeover how) {
+  struct sigaction sa {};
+  sa.sa_handler = how == takeover::handler ? &host_handler_for_barrier_signal
+                  : how == takeover::ignore ? SIG_IGN
+                                            : SIG_DFL;
+  sigemptyset(&sa.sa_mask);
+  sigaction(pal::barrier_signal_number(), &sa, nullptr);
+}
+
+void take_in_hook(void* how) { take_barrier_signal(*static_cast<const takeover*>(how)); }
+
+// Sets up the signal strategy, flushes once (palrt's handler in place), then lets the host take
+// the signal, before the next flush or inside it (at the hook: the round published, its
+// signals not yet sent), with a thread running that only a handler can acknowledge.
+int flush_after_host_takes_barrier_signal(takeover how, bool during_flush) {
+  if (!initialize_and_print_strategy()) return 3;
+  pal::flush_process_write_buffers();
+  std::atomic<bool> stop{false};
+  pal::wake_event running;
+  std::thread spinner([&] {
+    running.set();
+    // Never sleeps, so no flush may count it off its CPU. The deadline only bounds a flush
+    // that hangs; it lies beyond the test's timeout, which so reports the hang.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+    for (unsigned n = 1; !stop.load(std::memory_order_relaxed); ++n)
+      if (n % 1024 == 0 && std::chrono::steady_clock::now() > deadline) break;
+  });
+  running.wait();
+  static takeover taken;
+  taken = how;
+  static const barrier_hook take_hook{&take_in_hook, &taken};
+  if (during_flush)
+    process_barrier_access::hook_next_flush(&take_hook);
+  else
+    take_barrier_signal(how);
+  std::printf("signal taken%s\n", during_flush ? " during the flush" : "");
+  std::fflush(stdout);
+  no_core_dumps();
+  pal::flush_process_write_buffers();
+  std::printf("flush returned\n");
+  stop = true;
+  spinner.join();
+  return 0;
+}
+
+}  // namespace
+
+PALRT_FRESH_PROCESS(signal_replaced_by_host_handler) {
+  return flush_after_host_takes_barrier_signal(takeover::handler, false);
+}
+PALRT_FRESH_PROCESS(signal_ignored_by_host) { return flush_after_host_takes_barrier_signal(takeover::ignore, false); }
+PALRT_FRESH_PROCESS(signal_reset_by_host) { return flush_after_host_takes_barrier_signal(takeover::reset, false); }
+PALRT_FRESH_PROCESS(signal_replaced_by_host_handler_during_flush) {
+  return flush_after_host_takes_barrier_signal(takeover::handler, true);
+}
+PALRT_FRESH_PROCESS(signal_ignored_by_host_during_flush) {
+  return flush_after_host_takes_barrier_signal(takeover::ignore, true);
+}
+
+TEST_CASE("process barrier: signal strategy: a flush after the host took the barrier signal fails at once naming "
+          "what holds it (its handler, SIG_IGN, SIG_DFL), before or during the flush, instead of hanging") {
+  struct expectation {
+    const char* fresh;
+    const char* cause;
+  };
+  for (const expectation& e : {
+           expectation{"signal_replaced_by_host_handler", "is handled now by another handler ("},
+           expectation{"signal_ignored_by_host", "is ignored now (SIG_IGN)"},
+           expectation{"signal_reset_by_host", "has its default action again (SIG_DFL)"},
+           expectation{"signal_replaced_by_host_handler_during_flush", "is handled now by another handler ("},
+           expectation{"signal_ignored_by_host_during_flush", "is ignored now (SIG_IGN)"},
+       }) {
+    CAPTURE(e.fresh);
+    auto child = run_fresh(e.fresh, {{"PALRT_BARRIER=signal"}, {}, std::chrono::seconds(30)});
+    INFO(child.out, child.err);
+    REQUIRE_FALSE(child.timed_out);  // the flush waited for acknowledgements that cannot come
+    REQUIRE(child.out.find("strategy=signal") != std::string::npos);
+    CHECK(child.out.find("signal taken") != std::string::npos);
+    CHECK(child.out.find("flush returned") == std::string::npos);
+    CHECK(child.term_signal == SIGABRT);
+    CHECK(child.err.find(std::string("palrt: signal process barrier: its signal, SIGRTMAX-1 (") +
+                         std::to_string(pal::barrier_signal_number()) + "), " + e.cause) != std::string::npos);
+  }
+}
+
+namespace {
+
+struct sigaction replaced_palrt_handler {};
+std::atomic<long> chained_calls{0};
+
+// A host's handler that calls the one it replaced, as signal-chaining libraries do.
+void chaining_host_handler(int sig, siginfo_t* info, void* context) {
+  chained_calls.fetch_add(1, std::memory_order_relaxed);
+  replaced_palrt_handler.sa_sigaction(sig, info, context);
+}
+
+}  // namespace
+
+PALRT_FRESH_PROCESS(signal_chained_by_host) {
+  if (!initialize_and_print_strategy()) return 3;
+  std::atomic<bool> stop{false};
+  std::thread spinner([&] {  // a running thread: only a handler can acknowledge it
+    while (!stop.load(std::memory_order_relaxed)) {
+    }
+  });
+  struct sigaction sa {};
+  sa.sa_sigaction = &chaining_host_handler;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaction(pal::barrier_signal_number(), &sa, &replaced_palrt_handler);
+  no_core_dumps();
+  const long flushes = 100 * palrt::testing::scale();
+  for (long i = 0; i < flushes; ++i) pal::flush_process_write_buffers();
+  stop = true;
+  spinner.join();
+  std::printf("flushes returned, chained=%d\n", chained_calls.load() > 0);
+  return 0;
+}
+
+TEST_CASE("process barrier: signal strategy: a host handler that calls palrt's (chains) keeps flushes working") {
+  auto child = run_fresh("signal_chained_by_host", {{"PALRT_BARRIER=signal"}, {}, std::chrono::seconds(60)});
+  INFO(child.out, child.err);
+  REQUIRE_FALSE(child.timed_out);
+  CHECK(child.out.find("flushes returned, chained=1") != std::string::npos);
+  CHECK(child.exit_code == 0);
+}
+
+namespace {
+
+// The plugin with a copy of palrt of its own (tests/support/static_copy_module.cpp), loaded
+// as CPython loads an extension module; its function flushes with that copy's barrier.
+using plugin_flush = void (*)();
+plugin_flush load_static_copy() {
+  const char* path = std::getenv("PALRT_TEST_STATIC_COPY");
+  void* module = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : nullptr;
+  if (!module) {
+    std::printf("plugin not loaded: %s\n", path ? dlerror() : "PALRT_TEST_STATIC_COPY unset");
+    return nullptr;
+  }
+  return reinterpret_cast<plugin_flush>(dlsym(module, "palrt_test_static_copy_flush"));
+}
+
+}  // namespace
+
+PALRT_FRESH_PROCESS(signal_two_copies_plugin_second) {
+  if (!initialize_and_print_strategy()) return 3;  // this binary's copy takes the signal
+  plugin_flush flush = load_static_copy();
+  if (!flush) return 2;
+  std::printf("plugin flushes\n");
+  std::fflush(stdout);
+  no_core_dumps();
+  flush();  // the plugin's copy initialises on first use, and must refuse
+  std::printf("plugin flush returned\n");
+  return 0;
+}
+
+PALRT_FRESH_PROCESS(signal_two_copies_plugin_first) {
+  plugin_flush flush = load_static_copy();
+  if (!flush) return 2;
+  flush();  // the plugin's copy takes the signal
+  std::printf("plugin flushed\n");
+  return initialize_and_print_strategy() ? 0 : 3;  // this binary's copy must refuse
+}
+
+TEST_CASE("process barrier: signal strategy: two copies of palrt in one process are told so, naming both, not "
+          "blamed on the host") {
+  const std::string plugin = palrt::testing::artefact("PALRT_TEST_STATIC_COPY");
+  SUBCASE("the second copy's first flush aborts") {
+    auto child = run_fresh("signal_two_copies_plugin_second", {{"PALRT_BARRIER=signal"}, {}});
+    INFO(child.out, child.err);
+    REQUIRE_FALSE(child.timed_out);
+    REQUIRE(child.out.find("strategy=signal") != std::string::npos);
+    REQUIRE(child.out.find("plugin flushes") != std::string::npos);
+    CHECK(child.out.find("plugin flush returned") == std::string::npos);
+    CHECK(child.term_signal == SIGABRT);
+    CHECK(child.err.find("palrt: FlushProcessWriteBuffers: signal barrier: SIGRTMAX-1 is already the barrier signal "
+                         "of another copy of palrt in this process, in ") != std::string::npos);
+    CHECK(child.err.find("; this copy is in " + plugin) != std::string::npos);
+    CHECK(child.err.find("the host") == std::string::npos);
+  }
+  SUBCASE("the second copy's initialisation throws") {
+    auto child = run_fresh("signal_two_copies_plugin_first", {{"PALRT_BARRIER=signal"}, {}});
+    INFO(child.out, child.err);
+    REQUIRE_FALSE(child.timed_out);
+    REQUIRE(child.out.find("plugin flushed") != std::string::npos);
+    CHECK(child.exit_code == 3);
+    CHECK(child.out.find("unavailable " + std::to_string(EBUSY) +
+                         " signal barrier: SIGRTMAX-1 is already the barrier signal of another copy of palrt in this "
+                         "process, in " + plugin + "; this copy is in ") != std::string::npos);
+    CHECK(child.out.find("the host") == std::string::npos);
+  }
 }
