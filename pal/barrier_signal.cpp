@@ -103,10 +103,10 @@
 // would end the process at the first signal. So each flush reads the signal's disposition
 // (one sigaction call) before it sends anything, and again whenever its wait times out (a
 // host that changes it during the flush), and aborts with a message that names what holds the
-// signal now: at once for SIG_IGN and SIG_DFL, which never reach palrt's handler; for another
-// handler only once the flush has waited `chained_patience` without an acknowledgement, since
-// a host handler that calls palrt's (chains to the handler it replaced, as signal-chaining
-// libraries do) keeps the strategy working. The message says whether that handler lies in
+// signal now: at once for SIG_IGN and SIG_DFL, which never reach palrt's handler; for
+// another handler only once the flush has waited `chained_patience_ns` without an
+// acknowledgement, since a host handler that calls palrt's (chains to the handler it
+// replaced, as signal-chaining libraries do) keeps the strategy working. The message says whether that handler lies in
 // another copy of palrt (an object that carries palrt's note: process_copies.hpp), whose own
 // signal strategy uses the same signal, or elsewhere (its address and object). A second copy
 // that initialises the strategy while the first holds the signal is refused the same way,

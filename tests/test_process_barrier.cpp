@@ -1020,10 +1020,11 @@ void host_handler_that_flushes(int) {
   const int saved_errno = errno;
   const int level = nesting.depth.fetch_add(1, std::memory_order_relaxed);
   // Run from the hook of the flush it interrupted: one hook per flush around it.
-  if (nesting.hooks_inside.load(std::memory_order_relaxed) == level + 1)
-    nesting.interrupted.fetch_add(1, std::memory_order_relaxed);
+  const bool inside = nesting.hooks_inside.load(std::memory_order_relaxed) == level + 1;
+  if (inside) nesting.interrupted.fetch_add(1, std::memory_order_relaxed);
   const bool innermost = level + 1 == nesting.levels;
-  if (!innermost) process_barrier_access::hook_next_flush(hook_for_level(level + 1));
+  // Only from inside: a handler run late (see the TSan note below) nests nothing more.
+  if (!innermost && inside) process_barrier_access::hook_next_flush(hook_for_level(level + 1));
   std::atomic<int>* x = nesting.x.load(std::memory_order_relaxed);
   if (innermost && x) {
     nesting.y.load(std::memory_order_relaxed)->store(1, std::memory_order_relaxed);
@@ -1128,12 +1129,24 @@ int nested_handler_flushes(int levels, bool one_signal, long times) {
   return nesting.completed.load() == expected && nesting.interrupted.load() == expected ? 0 : 5;
 }
 
-PALRT_FRESH_PROCESS(flushes_nested_three_deep) { return nested_handler_flushes(3, false, 200 * palrt::testing::scale()); }
+PALRT_FRESH_PROCESS(flushes_nested_three_deep) {
+  return nested_handler_flushes(3, false, 200 * palrt::testing::scale());
+}
 
 PALRT_FRESH_PROCESS(flushes_nested_eleven_deep) { return nested_handler_flushes(11, true, 1); }
 
+// TSan runs a handler for a signal raised inside another handler only once that handler has
+// returned, so handlers cannot nest there: the tests of deeper nesting say so and skip. (A
+// signal raised outside a handler runs its handler at once, so the litmus test above runs.)
+bool skipped_under_tsan() {
+  if (!under_tsan) return false;
+  MESSAGE("skipped under TSan: it defers a signal raised inside a handler until that handler returns");
+  return true;
+}
+
 TEST_CASE("process barrier: flushes nested three deep in handlers of different signals complete, under each "
           "strategy") {
+  if (skipped_under_tsan()) return;
   for (const std::string strategy : {"membarrier", "mprotect", "signal"}) {
     CAPTURE(strategy);
     auto child = run_fresh("flushes_nested_three_deep", {{"PALRT_BARRIER=" + strategy}, {}, std::chrono::seconds(60)});
@@ -1149,6 +1162,7 @@ TEST_CASE("process barrier: flushes nested three deep in handlers of different s
 
 TEST_CASE("process barrier: flushes nested in handlers beyond what the signal strategy serves abort with a "
           "message; membarrier and mprotect serve any depth") {
+  if (skipped_under_tsan()) return;
   for (const std::string strategy : {"membarrier", "mprotect", "signal"}) {
     CAPTURE(strategy);
     auto child = run_fresh("flushes_nested_eleven_deep", {{"PALRT_BARRIER=" + strategy}, {}, std::chrono::seconds(60)});
