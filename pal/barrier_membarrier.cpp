@@ -16,6 +16,9 @@ class membarrier_barrier final : public barrier_instance {
  public:
   barrier_strategy strategy() const noexcept override { return barrier_strategy::membarrier; }
   void flush() noexcept override {
+    // No lock and no state: a flush from a signal handler that interrupted one on its thread
+    // is one more system call, served as any other.
+    run_flush_hook();
     // Cannot fail once registered, short of a seccomp filter installed afterwards; a
     // barrier that silently did nothing would corrupt the caller, so stop loudly instead.
     if (auto r = membarrier::private_expedited(); !r.ok()) barrier_failed("membarrier", r.error);

@@ -20,6 +20,7 @@
 #include <new>
 
 #include "palrt/pal/internal/fork_generation.hpp"
+#include "palrt/pal/internal/owned_mutex.hpp"
 
 namespace palrt::pal {
 
@@ -35,8 +36,10 @@ std::atomic<std::uint64_t> fork_generation_counter{0};
 
 namespace {
 
+// One of the two is set.
 struct held_lock {
   std::mutex* lock;
+  owned_mutex* owned;
   fork_lock_rank rank;
   held_lock* next;
 };
@@ -50,10 +53,18 @@ using contended_fn = void (*)(void*);
 constinit contended_fn contended_hook = nullptr;
 constinit void* contended_context = nullptr;
 
-void take(std::mutex& m) noexcept {
+template <class Mutex>
+void take_lock(Mutex& m) noexcept {
   if (m.try_lock()) return;
   if (contended_hook) contended_hook(contended_context);
   m.lock();
+}
+
+void take(const held_lock& h) noexcept {
+  if (h.owned)
+    take_lock(*h.owned);
+  else
+    take_lock(*h.lock);
 }
 
 void prepare() noexcept {
@@ -61,11 +72,11 @@ void prepare() noexcept {
   for (fork_lock_rank rank : {fork_lock_rank::barrier_setup, fork_lock_rank::barrier_flush,
                               fork_lock_rank::side_table, fork_lock_rank::leaf})
     for (held_lock* h = registered; h; h = h->next)
-      if (h->rank == rank) take(*h->lock);
+      if (h->rank == rank) take(*h);
 }
 
 void release_all() noexcept {
-  for (held_lock* h = registered; h; h = h->next) h->lock->unlock();
+  for (held_lock* h = registered; h; h = h->next) h->owned ? h->owned->unlock() : h->lock->unlock();
   registry_lock.unlock();
 }
 
@@ -73,7 +84,8 @@ void in_parent() noexcept { release_all(); }
 
 void in_child() noexcept {
   // The child's one thread took every lock in prepare (as the parent's forking thread), so it
-  // may release them: std::mutex is a normal mutex, which does not check its owner.
+  // may release them: std::mutex is a normal mutex and owned_mutex::unlock() does not check
+  // its owner either (the child's thread id is not the one the parent's thread took it under).
   release_all();
   // relaxed: see fork_generation_counter (no other thread exists yet).
   fork_generation_counter.store(fork_generation_counter.load(std::memory_order_relaxed) + 1,
@@ -100,12 +112,22 @@ fork_stamp::fork_stamp() noexcept {
   generation_ = fork_generation_counter.load(std::memory_order_relaxed);
 }
 
-void hold_across_fork(std::mutex& m, fork_lock_rank rank) {
-  install_fork_handlers();
-  auto* entry = new held_lock{&m, rank, nullptr};  // never freed: prepare walks the list
+namespace {
+void add(held_lock* entry) {
   std::lock_guard guard(registry_lock);
   entry->next = registered;
   registered = entry;
+}
+}  // namespace
+
+void hold_across_fork(std::mutex& m, fork_lock_rank rank) {
+  install_fork_handlers();
+  add(new held_lock{&m, nullptr, rank, nullptr});  // never freed: prepare walks the list
+}
+
+void hold_across_fork(owned_mutex& m, fork_lock_rank rank) {
+  install_fork_handlers();
+  add(new held_lock{nullptr, &m, rank, nullptr});  // never freed, as above
 }
 
 void fork_access::on_contended_prepare(void (*hook)(void* context), void* context) noexcept {

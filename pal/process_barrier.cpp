@@ -8,14 +8,13 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <mutex>
 #include <string>
 
 #include "palrt/pal/internal/barrier_strategies.hpp"
 #include "palrt/pal/internal/fork_generation.hpp"
+#include "palrt/pal/internal/signal_safe_message.hpp"
 #include "palrt/core/membarrier_registration.h"
 #include "palrt/core/thread_census.h"
 
@@ -31,11 +30,24 @@ namespace {
 using internal::barrier_instance;
 
 // Both are written once under init_mutex; `active` is then only read. Constant-initialised,
-// so that initialisation works from any static initialiser; held across fork() (below).
-constinit std::mutex init_mutex;
+// so that initialisation works from any static initialiser; held across fork() (below). An
+// owned_mutex, so that a flush from a signal handler that interrupted this thread's
+// initialisation sees that it did (flush_process_write_buffers()).
+constinit internal::owned_mutex init_mutex;
 process_barrier_state state;
 // acquire/release: a thread that sees the instance also sees `state`, written before it.
 std::atomic<barrier_instance*> active{nullptr};
+
+// process_barrier_access's one-shot hooks (null normally).
+constinit std::atomic<const internal::barrier_hook*> next_flush_hook{nullptr};
+constinit std::atomic<const internal::barrier_hook*> next_initialisation_hook{nullptr};
+
+void run_once(std::atomic<const internal::barrier_hook*>& slot) noexcept {
+  // relaxed first: the one load every flush pays while no test has set a hook.
+  if (!slot.load(std::memory_order_relaxed)) return;
+  // acquire: the hook's fields, stored before the setter's release.
+  if (const internal::barrier_hook* h = slot.exchange(nullptr, std::memory_order_acquire)) h->call(h->context);
+}
 
 std::optional<barrier_strategy> forced_strategy() {
   // Not under AT_SECURE: a setuid program must not let its caller pick its barrier.
@@ -114,6 +126,7 @@ const process_barrier_state& initialize(registration_mode mode, registration_cen
   hold_barrier_locks_across_fork();
   std::lock_guard lock(init_mutex);
   if (active.load(std::memory_order_relaxed)) return state;
+  run_once(next_initialisation_hook);
 
   process_barrier_state st{};
   st.initialized_on_first_use = on_first_use;
@@ -166,10 +179,21 @@ const process_barrier_state* process_barrier_state_if_initialized() noexcept {
 void flush_process_write_buffers() {
   barrier_instance* b = active.load(std::memory_order_acquire);
   if (__builtin_expect(b == nullptr, 0)) {
+    // A signal handler that interrupted this thread's initialisation (a membarrier
+    // registration can take milliseconds) finds no barrier yet, and waiting for init_mutex
+    // would wait for itself: say so at once instead.
+    if (init_mutex.held_by(internal::owned_mutex::current_tid())) {
+      (internal::signal_safe_message()
+       << "palrt: FlushProcessWriteBuffers: called from a signal handler that interrupted the process barrier's "
+          "initialisation on the same thread, before any strategy was set up; initialise it "
+          "(initialize_process_barrier()) before installing a handler that flushes")
+          .write_line();
+      std::abort();
+    }
     try {
       initialize(registration_mode::register_membarrier, registration_census::if_slow, /*on_first_use=*/true);
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "palrt: FlushProcessWriteBuffers: %s\n", e.what());
+      (internal::signal_safe_message() << "palrt: FlushProcessWriteBuffers: " << e.what()).write_line();
       std::abort();
     }
     b = active.load(std::memory_order_acquire);
@@ -212,8 +236,20 @@ double process_barrier_access::measure_flush_cost_ns(barrier_instance& barrier, 
 }
 
 void barrier_failed(const char* strategy, int error) noexcept {
-  std::fprintf(stderr, "palrt: %s process barrier failed: %s\n", strategy, std::strerror(error));
+  (signal_safe_message() << "palrt: " << strategy << " process barrier failed: "
+                         << signal_safe_message::describe_errno(error))
+      .write_line();
   std::abort();
+}
+
+void run_flush_hook() noexcept { run_once(next_flush_hook); }
+
+void process_barrier_access::hook_next_flush(const barrier_hook* hook) noexcept {
+  next_flush_hook.store(hook, std::memory_order_release);  // release: see run_once
+}
+
+void process_barrier_access::hook_next_initialisation(const barrier_hook* hook) noexcept {
+  next_initialisation_hook.store(hook, std::memory_order_release);  // release: see run_once
 }
 }  // namespace internal
 

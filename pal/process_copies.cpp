@@ -140,6 +140,38 @@ std::vector<std::string> process_copies() {
 
 namespace internal {
 const char this_copy = 0;
+
+bool object_holding(const void* address, char* path, std::size_t size, bool* copy) noexcept {
+  struct search {
+    const void* address;
+    char* path;
+    std::size_t size;
+    bool found = false;
+    bool copy = false;
+  } q{address, path, size};
+  if (size) path[0] = '\0';
+  ::dl_iterate_phdr(
+      [](dl_phdr_info* info, std::size_t, void* data) {
+        auto& q = *static_cast<search*>(data);
+        if (!contains(*info, q.address)) return 0;
+        q.found = true;
+        q.copy = has_palrt_note(*info);
+        if (q.size == 0) return 1;
+        if (info->dlpi_name && *info->dlpi_name) {
+          std::size_t n = std::strlen(info->dlpi_name);
+          if (n >= q.size) n = q.size - 1;
+          std::memcpy(q.path, info->dlpi_name, n);
+          q.path[n] = '\0';
+        } else {
+          const ssize_t n = ::readlink("/proc/self/exe", q.path, q.size - 1);
+          q.path[n > 0 ? n : 0] = '\0';
+        }
+        return 1;  // found: stop the walk
+      },
+      &q);
+  if (copy) *copy = q.copy;
+  return q.found;
+}
 }  // namespace internal
 
 }  // namespace palrt::pal

@@ -13,6 +13,7 @@
 // with PALRT_BARRIER set, exactly as a user would force it.
 #include <doctest/doctest.h>
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -30,6 +31,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -118,9 +120,11 @@ void pin_this_thread(int cpu) {
   sched_setaffinity(0, sizeof one, &one);  // best effort: unpinned still works, just less often
 }
 
-template <class Done>
-litmus_outcome store_buffering(bool with_flush, Done done, std::chrono::milliseconds budget,
-                               bool stop_on_forbidden) {
+// `slow_side(x, y)` is thread B's side: it stores y = 1, orders that before its load of x (or
+// does not, in the control), and returns that load's value.
+template <class SlowSide, class Done>
+litmus_outcome store_buffering_with(SlowSide slow_side, Done done, std::chrono::milliseconds budget,
+                                    bool stop_on_forbidden) {
   alignas(64) std::atomic<int> x{0};
   alignas(64) std::atomic<int> y{0};
   alignas(64) std::atomic<long> arrive_a{0}, arrive_b{0}, done_a{0};
@@ -167,12 +171,7 @@ litmus_outcome store_buffering(bool with_flush, Done done, std::chrono::millisec
     spin_until([&] { return arrive_a.load(std::memory_order_acquire) >= i; });
     jitter = jitter * 1103515245u + 12345u;
     spin_for((jitter >> 16) % jitter_turns + static_cast<unsigned>(std::max(0, b_delay)));
-    y.store(1, std::memory_order_relaxed);
-    if (with_flush)
-      pal::flush_process_write_buffers();
-    else
-      std::atomic_signal_fence(std::memory_order_seq_cst);
-    int r2 = x.load(std::memory_order_relaxed);
+    int r2 = slow_side(x, y);
     spin_until([&] { return done_a.load(std::memory_order_acquire) >= i; });
     int a = r1.load(std::memory_order_relaxed);
     ++out.iterations;
@@ -195,6 +194,21 @@ litmus_outcome store_buffering(bool with_flush, Done done, std::chrono::millisec
   thread_a.join();
   if (restore) sched_setaffinity(0, sizeof saved_affinity, &saved_affinity);
   return out;
+}
+
+template <class Done>
+litmus_outcome store_buffering(bool with_flush, Done done, std::chrono::milliseconds budget,
+                               bool stop_on_forbidden) {
+  return store_buffering_with(
+      [with_flush](std::atomic<int>& x, std::atomic<int>& y) {
+        y.store(1, std::memory_order_relaxed);
+        if (with_flush)
+          pal::flush_process_write_buffers();
+        else
+          std::atomic_signal_fence(std::memory_order_seq_cst);
+        return x.load(std::memory_order_relaxed);
+      },
+      done, budget, stop_on_forbidden);
 }
 
 std::string describe(const litmus_outcome& o) {
@@ -448,6 +462,9 @@ TEST_CASE("process barrier: the signal strategy refuses a signal the host alread
   INFO(child.out, child.err);
   REQUIRE(child.exit_code == 0);
   CHECK(child.out.find("error=" + std::to_string(EBUSY)) != std::string::npos);
+  // The handler is in this test binary, which holds palrt too: still the host's, not a copy's.
+  CHECK(child.out.find("the host already handles SIGRTMAX-1 (a handler in ") != std::string::npos);
+  CHECK(child.out.find("another copy") == std::string::npos);
 }
 
 TEST_CASE("process barrier: reports the strategy it chose and what a flush costs" * palrt::testing::fallback_case) {
@@ -946,4 +963,447 @@ TEST_CASE("process barrier: the futex wrapper the strategies wait with returns 0
   CHECK(in::futex_wake(word, 1) == 1);
   waiter.join();
   CHECK(result == 0);
+}
+
+// ---------------------------------------------------------------------------------------
+// Flushes from signal handlers: a host's handler that flushes may interrupt a flush on its
+// own thread at any point, also where the strategy holds its lock (issue 24, item 6). The
+// tests hold the first flush at the strategy's worst point with process_barrier_access's
+// hook, raise the host's signal there (raise() runs the handler before it returns, so the
+// handler runs inside the flush's critical section), and the handler flushes.
+
+namespace {
+
+using pal::internal::barrier_hook;
+using pal::internal::process_barrier_access;
+
+// The state the host handlers of these tests share with the code they interrupt. Only the
+// flushing thread and its handlers touch it, so relaxed atomics are enough (a handler sees
+// what the code it interrupted wrote before, in program order).
+struct nesting_test {
+  int levels = 1;                  // handlers to nest, one inside each flush
+  bool one_signal = false;         // every level uses SIGUSR1 with SA_NODEFER (deep nesting)
+  std::atomic<int> hooks_inside{0};  // flush hooks running on this thread now
+  std::atomic<int> depth{0};         // host handlers running on this thread now
+  std::atomic<long> interrupted{0};  // handlers that ran inside the flush they interrupted
+  std::atomic<long> completed{0};    // handler flushes that returned
+  // The litmus test's slow side, done by the innermost handler around its flush when set.
+  std::atomic<std::atomic<int>*> x{nullptr}, y{nullptr};
+  std::atomic<int> r2{-1};
+};
+nesting_test nesting;
+
+int signal_for_level(int level) {
+  if (nesting.one_signal) return SIGUSR1;
+  const int signals[] = {SIGUSR1, SIGUSR2, SIGRTMIN + 2, SIGRTMIN + 3};
+  return signals[level];
+}
+
+constexpr int max_test_levels = 12;
+
+// The hook: inside the flush's critical section, raise the next level's signal, whose
+// handler flushes there.
+void raise_level(void* context) {
+  const auto level = static_cast<int>(reinterpret_cast<std::intptr_t>(context));
+  nesting.hooks_inside.fetch_add(1, std::memory_order_relaxed);
+  raise(signal_for_level(level));
+  nesting.hooks_inside.fetch_sub(1, std::memory_order_relaxed);
+}
+
+const barrier_hook* hook_for_level(int level) {
+  static barrier_hook hooks[max_test_levels];
+  hooks[level] = {&raise_level, reinterpret_cast<void*>(static_cast<std::intptr_t>(level))};
+  return &hooks[level];
+}
+
+void host_handler_that_flushes(int) {
+  const int saved_errno = errno;
+  const int level = nesting.depth.fetch_add(1, std::memory_order_relaxed);
+  // Run from the hook of the flush it interrupted: one hook per flush around it.
+  const bool inside = nesting.hooks_inside.load(std::memory_order_relaxed) == level + 1;
+  if (inside) nesting.interrupted.fetch_add(1, std::memory_order_relaxed);
+  const bool innermost = level + 1 == nesting.levels;
+  // Only from inside: a handler run late (see the TSan note below) nests nothing more.
+  if (!innermost && inside) process_barrier_access::hook_next_flush(hook_for_level(level + 1));
+  std::atomic<int>* x = nesting.x.load(std::memory_order_relaxed);
+  if (innermost && x) {
+    nesting.y.load(std::memory_order_relaxed)->store(1, std::memory_order_relaxed);
+    pal::flush_process_write_buffers();
+    nesting.r2.store(x->load(std::memory_order_relaxed), std::memory_order_relaxed);
+  } else {
+    pal::flush_process_write_buffers();
+  }
+  nesting.completed.fetch_add(1, std::memory_order_relaxed);
+  nesting.depth.fetch_sub(1, std::memory_order_relaxed);
+  errno = saved_errno;
+}
+
+void install_host_handlers(int levels, bool one_signal) {
+  nesting.levels = levels;
+  nesting.one_signal = one_signal;
+  struct sigaction sa {};
+  sa.sa_handler = &host_handler_that_flushes;
+  sa.sa_flags = SA_RESTART | (one_signal ? SA_NODEFER : 0);
+  sigemptyset(&sa.sa_mask);
+  for (int level = 0; level < (one_signal ? 1 : levels); ++level) sigaction(signal_for_level(level), &sa, nullptr);
+}
+
+// One flush with the handlers nested inside it.
+void flush_with_nested_handlers() {
+  process_barrier_access::hook_next_flush(hook_for_level(0));
+  pal::flush_process_write_buffers();
+}
+
+}  // namespace
+
+// Exit 0: every handler's flush ran inside the flush it interrupted and returned, and the
+// innermost one kept the store-buffering outcome forbidden. 1: forbidden outcome. 4: the two
+// sides never raced. 5: a handler did not run inside a flush, or did not return. 3: strategy
+// unavailable.
+PALRT_FRESH_PROCESS(litmus_flush_in_handler_inside_flush) {
+  if (!initialize_and_print_strategy()) return 3;
+  install_host_handlers(1, false);
+  // Fewer rounds than the plain litmus test: each is two flushes and a signal, and the sides
+  // overlap in ~10% of them (the plain test's ~1%); capped so the slow suite stays bounded.
+  const long rounds = 5000 * std::min<long>(palrt::testing::scale(), 10);
+  auto o = store_buffering_with(
+      [](std::atomic<int>& x, std::atomic<int>& y) {
+        // Thread B's side, done by the handler inside the interrupted flush: y = 1; its own
+        // flush; r2 = x.
+        nesting.y.store(&y, std::memory_order_relaxed);
+        nesting.x.store(&x, std::memory_order_relaxed);
+        nesting.r2.store(-1, std::memory_order_relaxed);
+        flush_with_nested_handlers();
+        const int r2 = nesting.r2.load(std::memory_order_relaxed);
+        return r2 < 0 ? 1 : r2;  // no handler ran: counted below, not as an outcome
+      },
+      [rounds](const litmus_outcome& out) { return out.iterations >= rounds && out.only_a_first > 0; },
+      litmus_budget(), false);
+  std::printf("%s\nhandler flushes=%ld interrupted=%ld\n", describe(o).c_str(), nesting.completed.load(),
+              nesting.interrupted.load());
+  if (o.forbidden != 0) return 1;
+  if (nesting.completed.load() != o.iterations || nesting.interrupted.load() != o.iterations) return 5;
+  return o.only_a_first > 0 ? 0 : 4;
+}
+
+TEST_CASE("process barrier: a flush from a signal handler that interrupted a flush on its thread, inside the "
+          "strategy's lock, completes and is a barrier (store buffering), under each strategy") {
+  for (const std::string strategy : {"membarrier", "mprotect", "signal"}) {
+    CAPTURE(strategy);
+    auto child = run_fresh("litmus_flush_in_handler_inside_flush",
+                           {{"PALRT_BARRIER=" + strategy}, {}, litmus_budget() + std::chrono::seconds(30)});
+    INFO(child.out, child.err);
+    REQUIRE_FALSE(child.timed_out);  // the handler's flush waited for the lock its own thread holds
+    if (child.exit_code == 3) {
+      // Unavailable here, as the forced-strategy litmus test checks in detail.
+      CHECK((strategy == "membarrier" ? !membarrier_available()
+                                      : pal::internal::process_barrier_access::mprotect_unsuitable() != nullptr));
+      continue;
+    }
+    CHECK(child.out.find("strategy=" + strategy) != std::string::npos);
+    CHECK_MESSAGE(child.exit_code != 1, "forbidden outcome observed: " << child.out);
+    CHECK_MESSAGE(child.exit_code != 4, "the two sides never overlapped: " << child.out);
+    CHECK_MESSAGE(child.exit_code != 5, "a handler did not flush inside the flush it interrupted: " << child.out);
+    CHECK(child.exit_code == 0);
+  }
+}
+
+// `levels` handlers nested, each raised inside the previous one's flush; `times` times.
+// Prints what ran. Exit 0 when every handler flushed inside the flush it interrupted.
+int nested_handler_flushes(int levels, bool one_signal, long times) {
+  if (!initialize_and_print_strategy()) return 3;
+  install_host_handlers(levels, one_signal);
+  std::atomic<bool> stop{false};
+  // A running thread, which every flush must reach.
+  std::thread busy([&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+    }
+  });
+  no_core_dumps();
+  std::fflush(stdout);
+  for (long i = 0; i < times; ++i) flush_with_nested_handlers();
+  stop = true;
+  busy.join();
+  std::printf("handler flushes=%ld interrupted=%ld\n", nesting.completed.load(), nesting.interrupted.load());
+  const long expected = levels * times;
+  return nesting.completed.load() == expected && nesting.interrupted.load() == expected ? 0 : 5;
+}
+
+PALRT_FRESH_PROCESS(flushes_nested_three_deep) {
+  return nested_handler_flushes(3, false, 200 * palrt::testing::scale());
+}
+
+PALRT_FRESH_PROCESS(flushes_nested_eleven_deep) { return nested_handler_flushes(11, true, 1); }
+
+// TSan runs a handler for a signal raised inside another handler only once that handler has
+// returned, so handlers cannot nest there: the tests of deeper nesting say so and skip. (A
+// signal raised outside a handler runs its handler at once, so the litmus test above runs.)
+bool skipped_under_tsan() {
+  if (!under_tsan) return false;
+  MESSAGE("skipped under TSan: it defers a signal raised inside a handler until that handler returns");
+  return true;
+}
+
+TEST_CASE("process barrier: flushes nested three deep in handlers of different signals complete, under each "
+          "strategy") {
+  if (skipped_under_tsan()) return;
+  for (const std::string strategy : {"membarrier", "mprotect", "signal"}) {
+    CAPTURE(strategy);
+    auto child = run_fresh("flushes_nested_three_deep", {{"PALRT_BARRIER=" + strategy}, {}, std::chrono::seconds(60)});
+    INFO(child.out, child.err);
+    REQUIRE_FALSE(child.timed_out);
+    if (child.exit_code == 3) continue;  // unavailable here (see the litmus tests)
+    const long expected = 3 * 200 * palrt::testing::scale();
+    CHECK(child.out.find("handler flushes=" + std::to_string(expected) + " interrupted=" + std::to_string(expected)) !=
+          std::string::npos);
+    CHECK(child.exit_code == 0);
+  }
+}
+
+TEST_CASE("process barrier: flushes nested in handlers beyond what the signal strategy serves abort with a "
+          "message; membarrier and mprotect serve any depth") {
+  if (skipped_under_tsan()) return;
+  for (const std::string strategy : {"membarrier", "mprotect", "signal"}) {
+    CAPTURE(strategy);
+    auto child = run_fresh("flushes_nested_eleven_deep", {{"PALRT_BARRIER=" + strategy}, {}, std::chrono::seconds(60)});
+    INFO(child.out, child.err);
+    REQUIRE_FALSE(child.timed_out);
+    if (child.exit_code == 3) continue;  // unavailable here (see the litmus tests)
+    if (strategy == "signal") {
+      // A flush and 7 nested in handlers are served; the 8th nested one says why it stops.
+      CHECK(child.term_signal == SIGABRT);
+      CHECK(child.err.find("palrt: signal process barrier: a flush nested more than 7 deep in signal handlers") !=
+            std::string::npos);
+    } else {
+      CHECK(child.out.find("handler flushes=11 interrupted=11") != std::string::npos);
+      CHECK(child.exit_code == 0);
+    }
+  }
+}
+
+PALRT_FRESH_PROCESS(flush_from_handler_inside_initialisation) {
+  install_host_handlers(1, false);
+  // The initialisation raises the host's signal with its lock held; the handler flushes.
+  static const barrier_hook raise_first{&raise_level, nullptr};
+  process_barrier_access::hook_next_initialisation(&raise_first);
+  no_core_dumps();
+  const auto& st = pal::initialize_process_barrier();
+  std::printf("initialised strategy=%s\n", std::string(pal::to_string(st.strategy)).c_str());
+  return 0;
+}
+
+TEST_CASE("process barrier: a flush from a handler that interrupted the initialisation on its thread fails at once "
+          "with a message instead of waiting for itself") {
+  auto child = run_fresh("flush_from_handler_inside_initialisation", {{"PALRT_BARRIER="}, {}});
+  INFO(child.out, child.err);
+  REQUIRE_FALSE(child.timed_out);
+  CHECK(child.term_signal == SIGABRT);
+  CHECK(child.err.find("palrt: FlushProcessWriteBuffers: called from a signal handler that interrupted the process "
+                       "barrier's initialisation on the same thread") != std::string::npos);
+  CHECK(child.out.find("initialised") == std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------
+// The signal strategy's signal taken away after palrt installed its handler: by the host
+// (its own handler, SIG_IGN, SIG_DFL), before a flush or during one, or by a second copy of
+// palrt in the process (issue 24, item 10). A flush must fail at once naming the cause,
+// never wait for acknowledgements that cannot come.
+
+namespace {
+
+enum class takeover { handler, ignore, reset };
+
+void host_handler_for_barrier_signal(int) {}
+
+void take_barrier_signal(takeover how) {
+  struct sigaction sa {};
+  sa.sa_handler = how == takeover::handler ? &host_handler_for_barrier_signal
+                  : how == takeover::ignore ? SIG_IGN
+                                            : SIG_DFL;
+  sigemptyset(&sa.sa_mask);
+  sigaction(pal::barrier_signal_number(), &sa, nullptr);
+}
+
+void take_in_hook(void* how) { take_barrier_signal(*static_cast<const takeover*>(how)); }
+
+// Sets up the signal strategy, flushes once (palrt's handler in place), then lets the host take
+// the signal, before the next flush or inside it (at the hook: the round published, its
+// signals not yet sent), with a thread running that only a handler can acknowledge.
+int flush_after_host_takes_barrier_signal(takeover how, bool during_flush) {
+  if (!initialize_and_print_strategy()) return 3;
+  pal::flush_process_write_buffers();
+  std::atomic<bool> stop{false};
+  pal::wake_event running;
+  std::thread spinner([&] {
+    running.set();
+    // Never sleeps, so no flush may count it off its CPU. The deadline only bounds a flush
+    // that hangs; it lies beyond the test's timeout, which so reports the hang.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+    for (unsigned n = 1; !stop.load(std::memory_order_relaxed); ++n)
+      if (n % 1024 == 0 && std::chrono::steady_clock::now() > deadline) break;
+  });
+  running.wait();
+  static takeover taken;
+  taken = how;
+  static const barrier_hook take_hook{&take_in_hook, &taken};
+  if (during_flush)
+    process_barrier_access::hook_next_flush(&take_hook);
+  else
+    take_barrier_signal(how);
+  std::printf("signal taken%s\n", during_flush ? " during the flush" : "");
+  std::fflush(stdout);
+  no_core_dumps();
+  pal::flush_process_write_buffers();
+  std::printf("flush returned\n");
+  stop = true;
+  spinner.join();
+  return 0;
+}
+
+}  // namespace
+
+PALRT_FRESH_PROCESS(signal_replaced_by_host_handler) {
+  return flush_after_host_takes_barrier_signal(takeover::handler, false);
+}
+PALRT_FRESH_PROCESS(signal_ignored_by_host) { return flush_after_host_takes_barrier_signal(takeover::ignore, false); }
+PALRT_FRESH_PROCESS(signal_reset_by_host) { return flush_after_host_takes_barrier_signal(takeover::reset, false); }
+PALRT_FRESH_PROCESS(signal_replaced_by_host_handler_during_flush) {
+  return flush_after_host_takes_barrier_signal(takeover::handler, true);
+}
+PALRT_FRESH_PROCESS(signal_ignored_by_host_during_flush) {
+  return flush_after_host_takes_barrier_signal(takeover::ignore, true);
+}
+
+TEST_CASE("process barrier: signal strategy: a flush after the host took the barrier signal fails at once naming "
+          "what holds it (its handler, SIG_IGN, SIG_DFL), before or during the flush, instead of hanging") {
+  struct expectation {
+    const char* fresh;
+    const char* cause;
+  };
+  for (const expectation& e : {
+           expectation{"signal_replaced_by_host_handler", "is handled now by another handler ("},
+           expectation{"signal_ignored_by_host", "is ignored now (SIG_IGN)"},
+           expectation{"signal_reset_by_host", "has its default action again (SIG_DFL)"},
+           expectation{"signal_replaced_by_host_handler_during_flush", "is handled now by another handler ("},
+           expectation{"signal_ignored_by_host_during_flush", "is ignored now (SIG_IGN)"},
+       }) {
+    CAPTURE(e.fresh);
+    auto child = run_fresh(e.fresh, {{"PALRT_BARRIER=signal"}, {}, std::chrono::seconds(30)});
+    INFO(child.out, child.err);
+    REQUIRE_FALSE(child.timed_out);  // the flush waited for acknowledgements that cannot come
+    REQUIRE(child.out.find("strategy=signal") != std::string::npos);
+    CHECK(child.out.find("signal taken") != std::string::npos);
+    CHECK(child.out.find("flush returned") == std::string::npos);
+    CHECK(child.term_signal == SIGABRT);
+    CHECK(child.err.find(std::string("palrt: signal process barrier: its signal, SIGRTMAX-1 (") +
+                         std::to_string(pal::barrier_signal_number()) + "), " + e.cause) != std::string::npos);
+  }
+}
+
+namespace {
+
+struct sigaction replaced_palrt_handler {};
+std::atomic<long> chained_calls{0};
+
+// A host's handler that calls the one it replaced, as signal-chaining libraries do.
+void chaining_host_handler(int sig, siginfo_t* info, void* context) {
+  chained_calls.fetch_add(1, std::memory_order_relaxed);
+  replaced_palrt_handler.sa_sigaction(sig, info, context);
+}
+
+}  // namespace
+
+PALRT_FRESH_PROCESS(signal_chained_by_host) {
+  if (!initialize_and_print_strategy()) return 3;
+  std::atomic<bool> stop{false};
+  std::thread spinner([&] {  // a running thread: only a handler can acknowledge it
+    while (!stop.load(std::memory_order_relaxed)) {
+    }
+  });
+  struct sigaction sa {};
+  sa.sa_sigaction = &chaining_host_handler;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaction(pal::barrier_signal_number(), &sa, &replaced_palrt_handler);
+  no_core_dumps();
+  const long flushes = 100 * palrt::testing::scale();
+  for (long i = 0; i < flushes; ++i) pal::flush_process_write_buffers();
+  stop = true;
+  spinner.join();
+  std::printf("flushes returned, chained=%d\n", chained_calls.load() > 0);
+  return 0;
+}
+
+TEST_CASE("process barrier: signal strategy: a host handler that calls palrt's (chains) keeps flushes working") {
+  auto child = run_fresh("signal_chained_by_host", {{"PALRT_BARRIER=signal"}, {}, std::chrono::seconds(60)});
+  INFO(child.out, child.err);
+  REQUIRE_FALSE(child.timed_out);
+  CHECK(child.out.find("flushes returned, chained=1") != std::string::npos);
+  CHECK(child.exit_code == 0);
+}
+
+namespace {
+
+// The plugin with a copy of palrt of its own (tests/support/static_copy_module.cpp), loaded
+// as CPython loads an extension module; its function flushes with that copy's barrier.
+using plugin_flush = void (*)();
+plugin_flush load_static_copy() {
+  const char* path = std::getenv("PALRT_TEST_STATIC_COPY");
+  void* module = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : nullptr;
+  if (!module) {
+    std::printf("plugin not loaded: %s\n", path ? dlerror() : "PALRT_TEST_STATIC_COPY unset");
+    return nullptr;
+  }
+  return reinterpret_cast<plugin_flush>(dlsym(module, "palrt_test_static_copy_flush"));
+}
+
+}  // namespace
+
+PALRT_FRESH_PROCESS(signal_two_copies_plugin_second) {
+  if (!initialize_and_print_strategy()) return 3;  // this binary's copy takes the signal
+  plugin_flush flush = load_static_copy();
+  if (!flush) return 2;
+  std::printf("plugin flushes\n");
+  std::fflush(stdout);
+  no_core_dumps();
+  flush();  // the plugin's copy initialises on first use, and must refuse
+  std::printf("plugin flush returned\n");
+  return 0;
+}
+
+PALRT_FRESH_PROCESS(signal_two_copies_plugin_first) {
+  plugin_flush flush = load_static_copy();
+  if (!flush) return 2;
+  flush();  // the plugin's copy takes the signal
+  std::printf("plugin flushed\n");
+  return initialize_and_print_strategy() ? 0 : 3;  // this binary's copy must refuse
+}
+
+TEST_CASE("process barrier: signal strategy: two copies of palrt in one process are told so, naming both, not "
+          "blamed on the host") {
+  const std::string plugin = palrt::testing::artefact("PALRT_TEST_STATIC_COPY");
+  SUBCASE("the second copy's first flush aborts") {
+    auto child = run_fresh("signal_two_copies_plugin_second", {{"PALRT_BARRIER=signal"}, {}});
+    INFO(child.out, child.err);
+    REQUIRE_FALSE(child.timed_out);
+    REQUIRE(child.out.find("strategy=signal") != std::string::npos);
+    REQUIRE(child.out.find("plugin flushes") != std::string::npos);
+    CHECK(child.out.find("plugin flush returned") == std::string::npos);
+    CHECK(child.term_signal == SIGABRT);
+    CHECK(child.err.find("palrt: FlushProcessWriteBuffers: signal barrier: SIGRTMAX-1 is already the barrier signal "
+                         "of another copy of palrt in this process, in ") != std::string::npos);
+    CHECK(child.err.find("; this copy is in " + plugin) != std::string::npos);
+    CHECK(child.err.find("the host") == std::string::npos);
+  }
+  SUBCASE("the second copy's initialisation throws") {
+    auto child = run_fresh("signal_two_copies_plugin_first", {{"PALRT_BARRIER=signal"}, {}});
+    INFO(child.out, child.err);
+    REQUIRE_FALSE(child.timed_out);
+    REQUIRE(child.out.find("plugin flushed") != std::string::npos);
+    CHECK(child.exit_code == 3);
+    CHECK(child.out.find("unavailable " + std::to_string(EBUSY) +
+                         " signal barrier: SIGRTMAX-1 is already the barrier signal of another copy of palrt in this "
+                         "process, in " + plugin + "; this copy is in ") != std::string::npos);
+    CHECK(child.out.find("the host") == std::string::npos);
+  }
 }

@@ -50,6 +50,38 @@
 //   flush with a message rather than return without a barrier.
 // - The signal is a real-time one, so each is queued: while the user's queue is full
 //   (RLIMIT_SIGPENDING), a flush waits for room for the threads it could not signal.
+// - The signal must stay palrt's. Initialisation refuses the strategy (barrier_error, EBUSY)
+//   where the signal has a handler already: the host's, or that of another copy of palrt in
+//   the process using this strategy (two copies keep two process-wide states and cannot
+//   share one signal; the message names both objects: link every module against
+//   libpalrt.so, see palrt/pal/process_copies.hpp). A host that later installs SIG_IGN or
+//   SIG_DFL for it, or a handler of its own that does not call palrt's, leaves no running
+//   thread able to answer a flush: each flush checks the signal's disposition (one sigaction
+//   call, again whenever its wait drags on) and aborts with a message naming what holds the
+//   signal now (SIG_IGN, SIG_DFL, another handler and its object, another copy of palrt)
+//   rather than wait for good: at once for SIG_IGN and SIG_DFL, and for another handler
+//   once a flush has waited a second for a running thread, since a handler that chains to
+//   palrt's (calls the handler it replaced) keeps the strategy working.
+//
+// From a signal handler: once the barrier is initialised (initialize_process_barrier() or a
+// flush has returned), flush_process_write_buffers() is async-signal-safe in every strategy.
+// It takes no lock its own thread may hold, allocates nothing with malloc (the signal
+// strategy's buffers grow with mmap) and writes its failure messages with write(2). That
+// holds in a handler that interrupted a flush on its own thread, wherever that flush was:
+//   membarrier  one system call, as always.
+//   mprotect    the interrupted flush holds the strategy's lock; the handler's flush toggles
+//               the page without it, nested in the interrupted toggle, and leaves the page as
+//               that one needs it. Any depth.
+//   signal      the interrupted flush holds the round lock; the handler's flush runs rounds
+//               of its own beside the interrupted one (its own thread listing and
+//               acknowledgements), and each handler acknowledges both. Up to 7 flushes nested
+//               in handlers on one thread; an 8th aborts with a message.
+// Each is a whole barrier, as promised below. Before initialisation a flush initialises,
+// which is not async-signal-safe (it allocates, reads /proc, may register): initialise before
+// installing a handler that flushes. A handler that interrupts its own thread's
+// initialisation and flushes aborts with a message instead of waiting for itself. A flush may
+// change errno, as any system call does, and the signal strategy's needs a few KiB of stack
+// (mind a small sigaltstack).
 //
 // After fork() (palrt/pal/fork.hpp): the barrier is the child's, with the strategy and state
 // the parent had, and a flush reaches the child's own threads. A membarrier registration is
@@ -150,8 +182,10 @@ const process_barrier_state* process_barrier_state_if_initialized() noexcept;
 // The barrier. Initialises with register_membarrier on first use, and then aborts with a
 // message on stderr if no strategy works (call initialize_process_barrier() first to handle
 // that as an exception instead). Once initialised it cannot fail: a strategy that stops
-// working (a seccomp filter installed later denying membarrier or mprotect, /proc gone for
-// the signal strategy) aborts with a message rather than return without a barrier.
+// working (a seccomp filter installed later denying membarrier or mprotect, /proc gone or
+// the signal taken by the host for the signal strategy) aborts with a message rather than
+// return without a barrier. Once initialised, async-signal-safe, also in a handler that
+// interrupted a flush (see "From a signal handler" above).
 void flush_process_write_buffers();
 
 // What one flush of the process's barrier costs here, now: the median over 5 rounds of

@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 
+#include "palrt/pal/internal/owned_mutex.hpp"
 #include "palrt/pal/process_barrier.hpp"
 
 namespace palrt::pal::internal {
@@ -33,14 +34,26 @@ const char* mprotect_barrier_unsuitable() noexcept;
 // barrier that does not reach every thread makes every grace period built on it unsound.
 std::unique_ptr<barrier_instance> make_mprotect_barrier();
 // The lock every mprotect instance's flush takes, for the fork handlers (process_barrier.cpp).
-std::mutex& mprotect_toggle_lock() noexcept;
+owned_mutex& mprotect_toggle_lock() noexcept;
 
 std::unique_ptr<barrier_instance> make_signal_barrier();
 // The lock that serialises the signal strategy's rounds (may allocate its state), for the
 // fork handlers.
-std::mutex& signal_round_lock();
+owned_mutex& signal_round_lock();
 
+// Prints "palrt: <strategy> process barrier failed: <errno's description>" and aborts.
+// Async-signal-safe, as a flush is.
 [[noreturn]] void barrier_failed(const char* strategy, int error) noexcept;
+
+// Each strategy's flush calls this at the point where a flush from a signal handler that
+// interrupts it finds the most half done (process_barrier_access::hook_next_flush).
+void run_flush_hook() noexcept;
+
+// A test's hook: a function and its context.
+struct barrier_hook {
+  void (*call)(void* context);
+  void* context;
+};
 
 // What palrt's diagnostics (palrt-startup doctor, palrt-bench barrier) and tests reach beyond
 // the public API: a strategy instance of their own, independent of the process's choice, to
@@ -54,7 +67,19 @@ class process_barrier_access {
   static double measure_flush_cost_ns(barrier_instance& barrier, int flushes_per_round = 1000);
   // The lock an mprotect instance's flush takes, held by the caller (fork tests hold it while
   // another thread forks). Throws std::invalid_argument for an instance of another strategy.
-  static std::unique_lock<std::mutex> hold_flush_lock(barrier_instance& barrier);
+  static std::unique_lock<owned_mutex> hold_flush_lock(barrier_instance& barrier);
+
+  // One-shot hooks, run on the thread concerned, cleared just before they run (so a flush the
+  // hook itself causes, from a signal handler it raises, runs it only if it is set again);
+  // `hook` must outlive that run. Async-signal-safe, to be set again from a handler.
+  // The next flush of any strategy and instance runs `hook` where a flush from a signal
+  // handler that interrupts it finds the most half done: membarrier, before its system call;
+  // mprotect, with its lock held and the helper page writable, its write still to come;
+  // signal, with its lock held and a round published, its signals not yet sent.
+  static void hook_next_flush(const barrier_hook* hook) noexcept;
+  // The next initialisation of the process barrier runs `hook` with its lock held, before it
+  // chooses a strategy.
+  static void hook_next_initialisation(const barrier_hook* hook) noexcept;
 
   // The machine check behind the mprotect strategy: why the trick is no barrier here, or
   // nullptr. A check returns a static string.

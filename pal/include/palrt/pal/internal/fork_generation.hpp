@@ -20,6 +20,8 @@
 
 namespace palrt::pal::internal {
 
+class owned_mutex;
+
 // How many fork()s lie between the process palrt's handlers were installed in and this one.
 // Written only by the child handler, on the child's only thread before it can start another
 // (thread creation orders the write before anything a new thread does); in the parent it
@@ -62,6 +64,8 @@ enum class fork_lock_rank : std::uint8_t {
 // process-wide locks only: `m` must live until the process ends, be held only briefly and
 // never while calling host code, and be registered once, with no registered lock held.
 void hold_across_fork(std::mutex& m, fork_lock_rank rank);
+// The same for an owned_mutex (the process barrier's locks, owned_mutex.hpp).
+void hold_across_fork(owned_mutex& m, fork_lock_rank rank);
 
 // What tests reach in the fork machinery.
 class fork_access {
