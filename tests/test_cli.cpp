@@ -708,6 +708,21 @@ TEST_CASE("palrt-startup doctor: an option of the run is an error, before or aft
   }
 }
 
+TEST_CASE("palrt-startup doctor: doctor given twice is a bad command line, not one doctor run") {
+  // CLI11 hands a word the subcommand does not know back to the main command (fallthrough,
+  // for the check above), which parses a second `doctor` as the subcommand again.
+  const std::string bin = artefact("PALRT_TEST_STARTUP");
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"doctor", "doctor"}, {"doctor", "doctor", "doctor"}, {"doctor", "doctor", "--threads", "2"}}) {
+    std::vector<std::string> argv{bin};
+    argv.insert(argv.end(), args.begin(), args.end());
+    CAPTURE(joined(args));
+    auto r = run_process(argv);
+    check_one_line_usage_error(r, "palrt-startup");
+    CHECK(r.err.find("doctor") != std::string::npos);
+  }
+}
+
 // --- The sync worker, as a host gets it by default ------------------------------------------
 
 TEST_CASE("palrt-startup: the sync worker starts lazily, as bootstrap()'s default; --sync-worker eager starts it") {
