@@ -288,6 +288,19 @@ PALRT_FRESH_PROCESS(exec_startup_under_rlimit_nproc) {
   return 126;
 }
 
+TEST_CASE("palrt-startup: a startup failure gives its reason once, with the errno's name") {
+  auto r = run_process({artefact("PALRT_TEST_STARTUP")}, {{"PALRT_BARRIER=bogus"}, {}});
+  INFO(r.err);
+  CHECK(r.exit_code == 1);
+  CHECK(line_count(r.err) == 1);
+  CHECK(r.err.find("phase 'process-barrier' failed: PALRT_BARRIER=bogus is not one of") != std::string::npos);
+  CHECK(r.err.find("[EINVAL]") != std::string::npos);
+  std::size_t reasons = 0;
+  for (auto at = r.err.find(std::strerror(EINVAL)); at != std::string::npos; at = r.err.find(std::strerror(EINVAL), at + 1))
+    ++reasons;
+  CHECK(reasons == 1);
+}
+
 TEST_CASE("palrt-startup: a startup failure exits 1 and names the phase and errno") {
   char dir_template[] = "/tmp/palrt-cli-XXXXXX";
   REQUIRE(mkdtemp(dir_template) != nullptr);
