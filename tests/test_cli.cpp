@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <string>
@@ -177,6 +178,62 @@ TEST_CASE("palrt-startup: bad arguments print one line and exit 2") {
     CHECK(r.err.rfind("palrt-startup: ", 0) == 0);
     CHECK(r.out.empty());
   }
+}
+
+namespace {
+
+// Every field of a JSON object, nested ones as `outer.inner`, and those of an array's objects
+// as `outer[].inner`: the spelling of README.md's table.
+void field_names(const json& j, const std::string& prefix, std::set<std::string>& out) {
+  for (const auto& [key, value] : j.items()) {
+    out.insert(prefix + key);
+    if (value.is_object()) field_names(value, prefix + key + ".", out);
+    if (value.is_array())
+      for (const auto& element : value)
+        if (element.is_object()) field_names(element, prefix + key + "[].", out);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("palrt-startup: README.md's table of --report json fields is the fields it prints") {
+  std::ifstream readme(artefact("PALRT_TEST_README"));
+  REQUIRE(readme.good());
+  // The table right after the paragraph that introduces it: the field names are in its first
+  // column.
+  std::set<std::string> documented;
+  bool introduced = false, paragraph_ended = false, in_table = false;
+  for (std::string line; std::getline(readme, line);) {
+    if (!introduced) {
+      introduced = line.find("`--report json` prints one object") != std::string::npos;
+      continue;
+    }
+    if (!paragraph_ended) {
+      paragraph_ended = line.empty();
+      continue;
+    }
+    if (line.rfind("|", 0) != 0) break;  // the table ended, or there was none
+    in_table = true;
+    const std::string first_cell = line.substr(1, line.find('|', 1) - 1);
+    for (std::size_t at = first_cell.find('`'); at != std::string::npos; at = first_cell.find('`', at + 1)) {
+      const std::size_t end = first_cell.find('`', at + 1);
+      REQUIRE(end != std::string::npos);
+      documented.insert(first_cell.substr(at + 1, end - at - 1));
+      at = end;
+    }
+  }
+  REQUIRE_MESSAGE(in_table, "README.md has no table right after the paragraph \"`--report json` prints one object\"");
+  std::set<std::string> printed;
+  field_names(startup_json({"--objects", "1"}), "", printed);
+  std::string undocumented, unknown;
+  for (const auto& f : printed)
+    if (!documented.count(f)) undocumented += " " + f;
+  for (const auto& f : documented)
+    if (!printed.count(f)) unknown += " " + f;
+  INFO("printed, not in README.md's table:" << undocumented);
+  INFO("in README.md's table, not printed:" << unknown);
+  CHECK(undocumented.empty());
+  CHECK(unknown.empty());
 }
 
 TEST_CASE("palrt-startup: the report carries the services' counters, at work with --objects") {
