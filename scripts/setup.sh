@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 
 packages=(
   gcc g++ libc6-dev           # C (reference program, preload shim, seccomp helper) and C++20
+  clang                       # test.sh's consumers: hosts on libpalrt.so built with clang++ too
   meson ninja-build pkg-config
   cmake                       # palrt's CMake package (meson takes its version file from
                               # CMake) and test.sh's find_package(palrt) host build

@@ -140,7 +140,26 @@ consumers() {
   local started=$SECONDS stage t step=""
   stage=$(mktemp -d)
   trap 'rm -rf "$stage"; trap - RETURN' RETURN
-  echo "== test.sh: consumers: install build/, then examples/host through pkg-config, CMake and as a subproject"
+  echo "== test.sh: consumers: install build/, then examples/ through pkg-config, CMake and as a subproject"
+  # A command the README shows, on a line of its own: what the step runs is what a reader
+  # copies.
+  readme_shows() {
+    grep -qxF -- "$1" README.md || { echo "test.sh: README.md has no line: $1" >&2; return 1; }
+  }
+  # Copies of the staged .pc files whose prefix is the staged one (printed: their folder), so
+  # that what they record (palrt-shared.pc's rpath) points where the library really is, and
+  # what they require from the system (python3.pc) is found as it is, with no sysroot.
+  relocated_pc_files() {
+    local pcdir prefix f
+    pcdir=$(find "$stage/root" -name palrt.pc -printf '%h\n' | head -n 1)
+    [ -n "$pcdir" ] || { echo "test.sh: the install has no palrt.pc" >&2; return 1; }
+    prefix=$(sed -n 's/^prefix=//p' "$pcdir/palrt.pc")
+    mkdir -p "$stage/pc"
+    for f in "$pcdir"/palrt*.pc; do
+      sed "s|^prefix=.*|prefix=$stage/root$prefix|" "$f" >"$stage/pc/${f##*/}" || return 1
+    done
+    echo "$stage/pc"
+  }
   consumer_step() {
     local what=$1 t=$SECONDS
     shift
@@ -152,11 +171,17 @@ consumers() {
     scripts/build.sh build "${release_options[@]}" >/dev/null &&
       meson install -C build --destdir "$stage/root" >/dev/null
   }
+  # Both calls, as README.md shows them: the plain one links (Boost.Thread shared), --static
+  # with -static makes a fully static executable.
   pkgconfig_host() {
-    PKG_CONFIG_SYSROOT_DIR="$stage/root" \
+    readme_shows 'c++ -std=c++20 host.cpp $(pkg-config --cflags --libs palrt)' &&
+      readme_shows 'c++ -std=c++20 -static host.cpp $(pkg-config --static --cflags --libs palrt)' &&
+      PKG_CONFIG_SYSROOT_DIR="$stage/root" \
       PKG_CONFIG_PATH="$(find "$stage/root" -name palrt.pc -printf '%h\n' | head -n 1)" \
-      bash -c 'c++ -std=c++20 examples/host/host.cpp -o "$1/pkgconfig-host" $(pkg-config --static --cflags --libs palrt) &&
-               "$1/pkgconfig-host"' _ "$stage"
+      bash -c 'c++ -std=c++20 examples/host/host.cpp -o "$1/pkgconfig-host" $(pkg-config --cflags --libs palrt) &&
+               "$1/pkgconfig-host" &&
+               c++ -std=c++20 -static examples/host/host.cpp -o "$1/static-host" $(pkg-config --static --cflags --libs palrt) &&
+               "$1/static-host"' _ "$stage"
   }
   # The same host on libpalrt.so (palrt-shared.pc), found at run time in the staged libdir.
   shared_host() {
@@ -167,6 +192,42 @@ consumers() {
       bash -c 'c++ -std=c++20 examples/host/host.cpp -o "$1/shared-host" $(pkg-config --cflags --libs palrt-shared) &&
                LD_LIBRARY_PATH="$2" "$1/shared-host" &&
                LD_LIBRARY_PATH="$2" ldd "$1/shared-host" | grep -q "libpalrt.so.0 => $2/"' _ "$stage" "$(dirname "$pcdir")"
+  }
+  # Hosts whose classes derive from palrt's, on libpalrt.so (examples/shared: host.cpp and a
+  # plugin it dlopen()s), with g++ and clang++, through palrt-shared.pc and palrt::shared.
+  # Through relocated .pc files, and with no LD_LIBRARY_PATH: the rpath palrt-shared.pc
+  # gives must find the library.
+  shared_derived_hosts() {
+    local pcdir package cxx out
+    pcdir=$(relocated_pc_files) || return 1
+    package=$(find "$stage/root" -name palrtConfig.cmake -printf '%h\n' | head -n 1)
+    [ -n "$package" ] || { echo "test.sh: the install has no palrtConfig.cmake" >&2; return 1; }
+    for cxx in g++ clang++; do
+      out="$stage/derived-$cxx"
+      mkdir -p "$out"
+      PKG_CONFIG_PATH="$pcdir" bash -c '
+        "$1" -std=c++20 examples/shared/host.cpp -o "$2/shared-host" $(pkg-config --cflags --libs palrt-shared) -ldl &&
+        "$1" -std=c++20 -shared -fPIC examples/shared/plugin.cpp -o "$2/plugin.so" $(pkg-config --cflags --libs palrt-shared)' \
+        _ "$cxx" "$out" || return 1
+      env -u LD_LIBRARY_PATH "$out/shared-host" "$out/plugin.so" || return 1
+      cmake -S examples/shared -B "$out/cmake" -G Ninja -Dpalrt_DIR="$package" -DCMAKE_CXX_COMPILER="$cxx" >/dev/null &&
+        cmake --build "$out/cmake" >/dev/null &&
+        env -u LD_LIBRARY_PATH "$out/cmake/shared-host" "$out/cmake/libshared-plugin.so" || return 1
+    done
+  }
+  # A CPython extension module on palrt-cpython.pc (examples/cpython), built with README.md's
+  # command in a folder of its own with libpalrt.so copied beside it, as a module ships it;
+  # check.py imports it from there.
+  cpython_module() {
+    local pcdir module=$stage/cpython-module
+    pcdir=$(relocated_pc_files) || return 1
+    [ -f "$pcdir/palrt-cpython.pc" ] || { echo "test.sh: the install has no palrt-cpython.pc (is python3-dev installed?)" >&2; return 1; }
+    local build="c++ -std=c++20 -shared -fPIC palrt_example.cpp -o palrt_example\$(python3-config --extension-suffix) -Wl,-rpath,'\$ORIGIN' \$(pkg-config --cflags --libs palrt-cpython)"
+    local ship='cp "$(pkg-config --variable=libdir palrt-shared)/libpalrt.so.0" .'
+    readme_shows "$build" && readme_shows "$ship" || return 1
+    mkdir -p "$module" && cp examples/cpython/palrt_example.cpp "$module/" &&
+      (cd "$module" && PKG_CONFIG_PATH="$pcdir" bash -c "$build && $ship") &&
+      env -u LD_LIBRARY_PATH python3 examples/cpython/check.py "$module"
   }
   # A host on the Boehm collector through palrt-boehm.pc (examples/boehm), when libgc-dev is
   # there (the adapter is built and installed only then).
@@ -199,13 +260,15 @@ consumers() {
   if ! { consumer_step "install" install_palrt &&
          consumer_step "pkg-config host" pkgconfig_host &&
          consumer_step "pkg-config host on libpalrt.so" shared_host &&
+         consumer_step "derived classes on libpalrt.so (g++, clang++; pkg-config, CMake; plugin)" shared_derived_hosts &&
+         consumer_step "CPython module (palrt-cpython.pc, libpalrt.so shipped beside it)" cpython_module &&
          consumer_step "Boehm host (palrt-boehm.pc)" boehm_host &&
          consumer_step "CMake host (static and shared)" cmake_host &&
          consumer_step "subproject host" subproject_host; }; then
     results+=("FAIL  consumers: $step failed ($(elapsed $started))")
     return 1
   fi
-  results+=("PASS  consumers: install, pkg-config (static, shared, Boehm), CMake, subproject ($(elapsed $started))")
+  results+=("PASS  consumers: install, pkg-config (plain, static, shared, Boehm), derived classes on libpalrt.so, CPython module, CMake, subproject ($(elapsed $started))")
 }
 
 for s in "${steps[@]}"; do

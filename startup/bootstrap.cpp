@@ -51,8 +51,15 @@ registration_policy policy_for(ordering o) {
   return registration_policy::before_first_thread;
 }
 
+// The phase's error, for startup_error's what(), which std::system_error ends with the code's
+// message itself ("...: Invalid argument"): the phase's own what() ends with that same message
+// (a system_error's does), so it is cut there, and the reason is said once, after the errno's
+// name: "...: PALRT_BARRIER=bogus is not one of ... [EINVAL]: Invalid argument".
 std::string describe_failure(std::string_view phase, const std::system_error& e) {
-  std::string what = "palrt startup: phase '" + std::string(phase) + "' failed: " + e.what();
+  std::string_view inner = e.what();
+  const std::string said_twice = ": " + e.code().message();
+  if (inner.size() > said_twice.size() && inner.ends_with(said_twice)) inner.remove_suffix(said_twice.size());
+  std::string what = "palrt startup: phase '" + std::string(phase) + "' failed: " + std::string(inner);
   if (e.code().category() == std::generic_category() || e.code().category() == std::system_category()) {
     if (const char* name = strerrorname_np(e.code().value())) what += std::string(" [") + name + "]";
   }

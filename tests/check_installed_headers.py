@@ -15,8 +15,10 @@ what an install ships, never a list kept here) and compiles against that tree al
    detail/ ones and the host adapters' (palrt/<runtime>/, compiled with that runtime's
    headers: --adapter) (it is compiled by 1);
 3. every installed C++ header includes palrt/pal/config.hpp first, and compiled as C++17
-   stops with its one-line `#error "palrt needs C++20 ..."` first, not a template error
-   (the C headers under palrt/core/ are C, and exempt);
+   gives what a host sees: palrt's one-line `#error "palrt needs C++20 ..."` first, then
+   only the fatal stop that follows it, no other error (compiled as a host compiles, without
+   -Wfatal-errors, which would hide the errors after the first) (the C headers under
+   palrt/core/ are C, and exempt);
 4. every code example compiles, with the same warnings:
    - README.md: each ```cpp fenced block;
    - installed headers: a comment line `// Example:` starts an example, and its code is the
@@ -39,7 +41,12 @@ what an install ships, never a list kept here) and compiles against that tree al
    a `child_process`), and `sync` as palrt::sync. Compiler messages point at the README's or
    the header's own lines (#line). An example stops where the prose takes over, so a value
    it computes is often left unused: examples alone get -Wno-unused-variable (and
-   -Wno-unused-but-set-variable); the headers themselves are checked with every warning.
+   -Wno-unused-but-set-variable); the headers themselves are checked with every warning;
+5. every result palrt marks [[nodiscard]] (NODISCARD below: bootstrap(), the waits, try_get,
+   what only its result says has failed) is refused when dropped: a call that drops it does
+   not compile with -Werror, and fails for that reason only, while the same call that keeps
+   it (the control) compiles. A case whose header is not installed (an adapter whose runtime
+   was not found) is skipped.
 
 Usage (meson runs it; tests/meson.build):
   check_installed_headers.py --meson MESON... --build-root B --source-root S --cxx CXX...
@@ -57,6 +64,68 @@ from pathlib import Path
 
 WARNINGS = ['-Wall', '-Wextra', '-Wshadow', '-Wuseless-cast', '-Werror']
 GUARD_MESSAGE = '#error "palrt needs C++20 (compile with -std=c++20 or later)"'
+# The fatal #include after the #error (palrt/pal/config.hpp), which stops the compiler there.
+STOP_MESSAGE = 'palrt: compilation stopped at the error above'
+
+# The results that must not be dropped: (what, setup, call). Each case compiles `setup` and
+# then `call;` (must fail: the result is dropped), and `setup` and then the call kept in a
+# variable (must compile). Names of CONTEXT may be used as in examples. `thing` is an object
+# type of the embedded collector.
+THING = 'struct thing : palrt::gc::object {};'
+EVENT = 'palrt::sync::event_handle e(palrt::sync::event_reset::manual);'
+CACHE = 'palrt::interop::identity_cache cache(collector);'
+SERVICE = 'palrt::sync::service_thread st("t", [](const std::atomic<bool>&) {});'
+CPYTHON = '#include <palrt/cpython/identity_cache.hpp>\npalrt::cpython::identity_cache c;'
+NODISCARD = [
+    ('bootstrap()', '', 'palrt::startup::bootstrap()'),
+    ('pal::start_thread', '', 'palrt::pal::start_thread({"t", 0}, [] {})'),
+    ('managed_thread::join_for', 'palrt::pal::managed_thread t;', 't.join_for(1s)'),
+    ('wake_event::try_wait', 'palrt::pal::wake_event w;', 'w.try_wait()'),
+    ('wake_event::wait_for', 'palrt::pal::wake_event w;', 'w.wait_for(1ms)'),
+    ('membarrier::query (membarrier::result)', '', 'palrt::pal::membarrier::query()'),
+    ('membarrier::register_private_expedited', '', 'palrt::pal::membarrier::register_private_expedited()'),
+    ('membarrier::private_expedited', '', 'palrt::pal::membarrier::private_expedited()'),
+    ('membarrier::get_registrations', '', 'palrt::pal::membarrier::get_registrations()'),
+    ('pal::parse_barrier_strategy', '', 'palrt::pal::parse_barrier_strategy("signal")'),
+    ('pal::measure_flush_cost_ns', '', 'palrt::pal::measure_flush_cost_ns()'),
+    ('gc::make_object', THING, 'palrt::gc::make_object<thing>(collector)'),
+    ('gc::ref::adopt', THING, 'palrt::gc::ref<thing>::adopt(nullptr)'),
+    ('gc::ref::detach', THING + '\npalrt::gc::ref<thing> r;', 'r.detach()'),
+    ('gc::static_ref_cast', THING, 'palrt::gc::static_ref_cast<palrt::gc::object>(palrt::gc::ref<thing>())'),
+    ('gc::strong_handle::lock', THING + '\npalrt::gc::strong_handle<thing> sh;', 'sh.lock()'),
+    ('gc::weak_handle::try_get', THING + '\npalrt::gc::weak_handle<thing> wh;', 'wh.try_get()'),
+    ('gc::dependent_handle::try_get_primary', THING + '\npalrt::gc::dependent_handle<thing, thing> dh;',
+     'dh.try_get_primary()'),
+    ('gc::dependent_handle::try_get_secondary', THING + '\npalrt::gc::dependent_handle<thing, thing> dh;',
+     'dh.try_get_secondary()'),
+    ('gc::collector::synchronize', '', 'collector.synchronize()'),
+    ('gc::finalizer_thread::wait_for_pending_finalizers', '', 's.finalizer().wait_for_pending_finalizers()'),
+    ('gc::finalizer_thread::stop', '', 's.finalizer().stop()'),
+    ('gc::handle_table::allocate', '', 'table.allocate(palrt::gc::handle_kind::strong, nullptr)'),
+    ('interop::identity_cache::get_or_create', THING + '\n' + CACHE,
+     'cache.get_or_create<thing>(native, [&](const void*) { return palrt::gc::make_object<thing>(collector); })'),
+    ('interop::identity_cache::try_get', THING + '\n' + CACHE, 'cache.try_get<thing>(native)'),
+    ('interop::identity_cache::find', CACHE, 'cache.find(native)'),
+    ('interop::identity_cache::get_or_create_outbound', THING + '\n' + CACHE + '\npalrt::gc::ref<thing> managed;',
+     'cache.get_or_create_outbound(managed, [&](const auto&) { return palrt::gc::make_object<thing>(collector); })'),
+    ('interop::identity_cache::try_get_outbound', THING + '\n' + CACHE + '\npalrt::gc::ref<thing> managed;',
+     'cache.try_get_outbound(*managed)'),
+    ('interop::dispatch_cache::find',
+     'palrt::interop::dispatch_cache d;\nconst palrt::interop::type_descriptor* type = nullptr;',
+     'd.find(*type, palrt::interop::interface_id{})'),
+    ('sync::wait_one (sync::wait_result)', EVENT, 'palrt::sync::wait_one(e)'),
+    ('sync::wait_any', EVENT, 'palrt::sync::wait_any({e}, 1s)'),
+    ('sync::wait_all', EVENT, 'palrt::sync::wait_all({e}, 1s)'),
+    ('sync::sync_manager::open_process', '', 's.sync_manager().open_process(pid)'),
+    ('sync::sync_manager::stop', '', 's.sync_manager().stop()'),
+    ('sync::service_thread::stop', SERVICE, 'st.stop()'),
+    ('sync::service_thread::join', SERVICE, 'st.join()'),
+    ('boehm::collector_binding::allocate_traced',
+     '#include <palrt/boehm/collector_binding.hpp>\npalrt::boehm::collector_binding b(table);', 'b.allocate_traced(8)'),
+    ('cpython::identity_cache::find', CPYTHON, 'c.find(native)'),
+    ('cpython::identity_cache::get_or_create', CPYTHON,
+     'c.get_or_create(native, [](const void*) -> PyObject* { return nullptr; })'),
+]
 
 # name -> parameter declaration. Types are spelled through palrt's own declarations where
 # they might change (the runtime bootstrap() returns), so the test follows the API.
@@ -273,9 +342,8 @@ def main():
         for h in installed:
             add('header', h, f'#include <{h}>\n', 'c++20', flags_of(h))
             if h.endswith('.hpp'):
-                # -Wfatal-errors: the first error is the only one, which is what a C++17 host sees
-                # first; it also keeps the check fast.
-                add('c++17', h, f'#include <{h}>\n', 'c++17', ['-Wfatal-errors'] + flags_of(h))
+                # As a host compiles: every error the compiler prints counts (palrt's stops it).
+                add('c++17', h, f'#include <{h}>\n', 'c++17', flags_of(h))
 
         snippets = readme_snippets(a.source_root / 'README.md', 'README.md')
         for h in installed:
@@ -287,6 +355,18 @@ def main():
                     ['-Wno-unused-variable', '-Wno-unused-but-set-variable'] + flags_of(sn.get('header', '')))
             except Failure as e:
                 problems.append(str(e))
+
+        # 5. Each [[nodiscard]] result dropped, and kept (the control).
+        for what, setup, call in NODISCARD:
+            header = next((m.group(1) for m in re.finditer(r'#include <([^>]+)>', setup)), '')
+            if header and header not in installed_set:
+                continue  # an adapter that was not built
+            lines = setup.split('\n') if setup else []
+            for kind, last in (('dropped', f'{call};'), ('kept', f'[[maybe_unused]] auto&& kept = {call};')):
+                sn = {'file': f'nodiscard case {what}', 'line': 1, 'namespace': None,
+                      'lines': list(enumerate(lines + [last], 1)), 'what': what, 'call': call}
+                add('nodiscard-' + kind, sn, build_tu(sn), 'c++20',
+                    ['-Wno-unused-variable', '-Wno-unused-but-set-variable'] + flags_of(header))
 
         def compile_one(job):
             kind, label, source, flags = job
@@ -300,11 +380,11 @@ def main():
         # same way, and repeating that error once per example would only bury it.
         results = []
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
-            results += pool.map(compile_one, [j for j in jobs if j[0] != 'example'])
+            results += pool.map(compile_one, [j for j in jobs if j[0] != 'example' and not j[0].startswith('nodiscard-')])
             umbrella_ok = any(j[0] == 'header' and j[1] == 'palrt/palrt.hpp' and r.returncode == 0
                               for j, r in results)
             if umbrella_ok:
-                examples = [j for j in jobs if j[0] == 'example']
+                examples = [j for j in jobs if j[0] == 'example' or j[0].startswith('nodiscard-')]
                 # Every example starts with #include <palrt/palrt.hpp>: precompiled once, with
                 # the examples' flags, it saves re-parsing all of palrt for each (GCC takes
                 # palrt/palrt.hpp.gch from the first -I directory, before the header itself).
@@ -327,12 +407,26 @@ def main():
                     problems.append(f'{source_of.get(label, label)}: the installed header {label} does not compile '
                                     f'on its own{why}:\n{r.stdout}')
                 elif kind == 'c++17':
-                    errors = [l for l in r.stdout.splitlines() if ' error: ' in l or l.startswith('error: ')]
+                    errors = [l for l in r.stdout.splitlines() if re.search(r'(^| )(fatal )?error: ', l)]
                     if r.returncode == 0 or not errors or GUARD_MESSAGE not in errors[0]:
                         first = errors[0] if errors else '(it compiled)'
                         problems.append(f'{source_of.get(label, label)}: a C++17 host including {label} gets as first '
                                         f'error\n  {first}\ninstead of {GUARD_MESSAGE} '
                                         f'(include "palrt/pal/config.hpp" first)')
+                    elif len(errors) != 2 or STOP_MESSAGE not in errors[1]:
+                        others = [l for l in errors[1:] if STOP_MESSAGE not in l]
+                        problems.append(f'{source_of.get(label, label)}: a C++17 host including {label} gets after '
+                                        f'palrt\'s #error ' + (f'{len(others)} more error(s):\n  ' + '\n  '.join(others[:5])
+                                        if others else f'no stop ({STOP_MESSAGE}): the compiler went on'))
+                elif kind == 'nodiscard-dropped':
+                    errors = [l for l in r.stdout.splitlines() if re.search(r'(^| )(fatal )?error: ', l)]
+                    if r.returncode == 0 or not errors or not all('nodiscard' in l for l in errors):
+                        why = 'it compiled' if r.returncode == 0 else 'it failed for another reason:\n' + r.stdout
+                        problems.append(f'[[nodiscard]]: dropping the result of {label["what"]} '
+                                        f'(`{label["call"]};`) must not compile with -Werror, but {why}')
+                elif kind == 'nodiscard-kept' and r.returncode != 0:
+                    problems.append(f'[[nodiscard]] control: keeping the result of {label["what"]} '
+                                    f'does not compile, so its case proves nothing:\n{r.stdout}')
                 elif kind == 'example' and r.returncode != 0:
                     numbered = '\n'.join(f'  {n:4} | {t}' for n, t in label['lines'])
                     problems.append(f'{label["file"]}:{label["line"]}: this example does not compile:\n{numbered}\n'
@@ -341,9 +435,10 @@ def main():
                 problems.append('examples not compiled: each includes <palrt/palrt.hpp>, '
                                 'which does not compile (above)')
 
-    counts = {k: sum(1 for j in jobs if j[0] == k) for k in ('header', 'c++17', 'example')}
+    counts = {k: sum(1 for j in jobs if j[0] == k) for k in ('header', 'c++17', 'example', 'nodiscard-dropped')}
     summary = (f'{counts["header"]} installed headers, {counts["c++17"]} C++17 guards, '
-               f'{counts["example"]} examples ({len(snippets)} found), {time.monotonic() - t0:.1f} s')
+               f'{counts["example"]} examples ({len(snippets)} found), '
+               f'{counts["nodiscard-dropped"]} dropped [[nodiscard]] results, {time.monotonic() - t0:.1f} s')
     if problems:
         print('\n\n'.join(problems))
         print(f'\nFAILED: {len(problems)} problem(s); {summary}')

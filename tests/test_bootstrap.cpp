@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <thread>
@@ -36,6 +37,11 @@ namespace {
 
 
 bool has(const std::string& out, const std::string& what) { return out.find(what) != std::string::npos; }
+std::size_t occurrences(const std::string& out, const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = out.find(what); at != std::string::npos; at = out.find(what, at + what.size())) ++n;
+  return n;
+}
 
 // Runs a bootstrap and prints what a test asserts on, one "key=value" per token. Thread
 // counts are of palrt's own threads (named "palrt-"), plus `foreign`: threads that are
@@ -321,6 +327,8 @@ TEST_CASE("bootstrap: a failing phase unwinds what started before it; the error 
   CHECK(has(c.out, "failed phase=sync-manager errno=" + std::to_string(EAGAIN) + " palrt_threads_after=0"));
   CHECK(has(c.out, "phase 'sync-manager' failed"));
   CHECK(has(c.out, "[EAGAIN]"));
+  // The reason once: the thread factory's error says it, and what() does not repeat it.
+  CHECK(occurrences(c.out, std::strerror(EAGAIN)) == 1);
 }
 
 TEST_CASE("bootstrap: under RLIMIT_NPROC the finalizer phase fails with EAGAIN and leaves no thread") {

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <string>
@@ -179,6 +180,62 @@ TEST_CASE("palrt-startup: bad arguments print one line and exit 2") {
   }
 }
 
+namespace {
+
+// Every field of a JSON object, nested ones as `outer.inner`, and those of an array's objects
+// as `outer[].inner`: the spelling of README.md's table.
+void field_names(const json& j, const std::string& prefix, std::set<std::string>& out) {
+  for (const auto& [key, value] : j.items()) {
+    out.insert(prefix + key);
+    if (value.is_object()) field_names(value, prefix + key + ".", out);
+    if (value.is_array())
+      for (const auto& element : value)
+        if (element.is_object()) field_names(element, prefix + key + "[].", out);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("palrt-startup: README.md's table of --report json fields is the fields it prints") {
+  std::ifstream readme(artefact("PALRT_TEST_README"));
+  REQUIRE(readme.good());
+  // The table right after the paragraph that introduces it: the field names are in its first
+  // column.
+  std::set<std::string> documented;
+  bool introduced = false, paragraph_ended = false, in_table = false;
+  for (std::string line; std::getline(readme, line);) {
+    if (!introduced) {
+      introduced = line.find("`--report json` prints one object") != std::string::npos;
+      continue;
+    }
+    if (!paragraph_ended) {
+      paragraph_ended = line.empty();
+      continue;
+    }
+    if (line.rfind("|", 0) != 0) break;  // the table ended, or there was none
+    in_table = true;
+    const std::string first_cell = line.substr(1, line.find('|', 1) - 1);
+    for (std::size_t at = first_cell.find('`'); at != std::string::npos; at = first_cell.find('`', at + 1)) {
+      const std::size_t end = first_cell.find('`', at + 1);
+      REQUIRE(end != std::string::npos);
+      documented.insert(first_cell.substr(at + 1, end - at - 1));
+      at = end;
+    }
+  }
+  REQUIRE_MESSAGE(in_table, "README.md has no table right after the paragraph \"`--report json` prints one object\"");
+  std::set<std::string> printed;
+  field_names(startup_json({"--objects", "1"}), "", printed);
+  std::string undocumented, unknown;
+  for (const auto& f : printed)
+    if (!documented.count(f)) undocumented += " " + f;
+  for (const auto& f : documented)
+    if (!printed.count(f)) unknown += " " + f;
+  INFO("printed, not in README.md's table:" << undocumented);
+  INFO("in README.md's table, not printed:" << unknown);
+  CHECK(undocumented.empty());
+  CHECK(unknown.empty());
+}
+
 TEST_CASE("palrt-startup: the report carries the services' counters, at work with --objects") {
   json idle = startup_json({});
   CHECK(idle.at("objects").get<int>() == 0);
@@ -286,6 +343,19 @@ PALRT_FRESH_PROCESS(exec_startup_under_rlimit_nproc) {
   execl(bin, bin, static_cast<char*>(nullptr));
   std::printf("exec: %s\n", std::strerror(errno));
   return 126;
+}
+
+TEST_CASE("palrt-startup: a startup failure gives its reason once, with the errno's name") {
+  auto r = run_process({artefact("PALRT_TEST_STARTUP")}, {{"PALRT_BARRIER=bogus"}, {}});
+  INFO(r.err);
+  CHECK(r.exit_code == 1);
+  CHECK(line_count(r.err) == 1);
+  CHECK(r.err.find("phase 'process-barrier' failed: PALRT_BARRIER=bogus is not one of") != std::string::npos);
+  CHECK(r.err.find("[EINVAL]") != std::string::npos);
+  std::size_t reasons = 0;
+  for (auto at = r.err.find(std::strerror(EINVAL)); at != std::string::npos; at = r.err.find(std::strerror(EINVAL), at + 1))
+    ++reasons;
+  CHECK(reasons == 1);
 }
 
 TEST_CASE("palrt-startup: a startup failure exits 1 and names the phase and errno") {
@@ -790,6 +860,21 @@ TEST_CASE("palrt-startup doctor: an option of the run is an error, before or aft
     auto r = run_process(argv);
     check_one_line_usage_error(r, "palrt-startup");
     CHECK(r.err.find(option) != std::string::npos);
+    CHECK(r.err.find("doctor") != std::string::npos);
+  }
+}
+
+TEST_CASE("palrt-startup doctor: doctor given twice is a bad command line, not one doctor run") {
+  // CLI11 hands a word the subcommand does not know back to the main command (fallthrough,
+  // for the check above), which parses a second `doctor` as the subcommand again.
+  const std::string bin = artefact("PALRT_TEST_STARTUP");
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"doctor", "doctor"}, {"doctor", "doctor", "doctor"}, {"doctor", "doctor", "--threads", "2"}}) {
+    std::vector<std::string> argv{bin};
+    argv.insert(argv.end(), args.begin(), args.end());
+    CAPTURE(joined(args));
+    auto r = run_process(argv);
+    check_one_line_usage_error(r, "palrt-startup");
     CHECK(r.err.find("doctor") != std::string::npos);
   }
 }

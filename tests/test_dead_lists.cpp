@@ -212,7 +212,7 @@ TEST_CASE("dead lists: objects that died on one thread are finalized in the orde
   });
   gc.collect();
   REQUIRE(finalizer.wait_for_pending_finalizers(std::chrono::seconds(30)) == pending_finalizers::finalized);
-  finalizer.stop();
+  (void)finalizer.stop();
   gc.collect();
   const auto runs = finalized.take();
   for (int t = 0; t < threads; ++t) {

@@ -358,7 +358,7 @@ TEST_CASE(
   CHECK(message_of([] { dispatch_table_for(repeated_id_type); }) == repeat_message);
   dispatch_cache instance;
   CHECK(message_of([&] { instance.interfaces_for(repeated_id_type); }) == repeat_message);
-  CHECK(message_of([&] { instance.find(null_interface_type, istream.id); }) == null_message);
+  CHECK(message_of([&] { (void)instance.find(null_interface_type, istream.id); }) == null_message);
   CHECK(dispatch_access::published_table(null_interface_type) == nullptr);
   CHECK(dispatch_access::published_table(repeated_id_type) == nullptr);
   CHECK(dispatch_access::tables_built() == before);

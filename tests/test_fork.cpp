@@ -358,7 +358,7 @@ PALRT_FRESH_PROCESS(fork_sync_manager_in_child) {
     wrong += !throws_eshutdown("post_after", [&m] { m.post_after(1ms, sync::work_priority::normal, [] {}); });
     wrong += !throws_eshutdown("invoke", [&m] { m.invoke(sync::work_priority::normal, [] { return 1; }); });
     wrong += !throws_eshutdown("ensure_worker_started", [&m] { m.ensure_worker_started(); });
-    wrong += !throws_eshutdown("open_process", [&m] { m.open_process(::getppid()); });
+    wrong += !throws_eshutdown("open_process", [&m] { (void)m.open_process(::getppid()); });
     const bool started = m.worker_started();
     std::printf("child: worker_started=%d stop=%d\n", started, m.stop(1s));
     return wrong + started;
@@ -396,11 +396,11 @@ PALRT_FRESH_PROCESS(fork_waits_of_a_parent_thread) {
   pal::wake_event owns;
   std::thread t([&] {
     other = sync::thread_handle::current();
-    sync::wait_one(theirs);
-    sync::wait_one(theirs_too);
+    (void)sync::wait_one(theirs);
+    (void)sync::wait_one(theirs_too);
     owns.set();
-    sync::wait_one(wakeup);  // blocked here at fork()
-    sync::wait_one(done);
+    (void)sync::wait_one(wakeup);  // blocked here at fork()
+    (void)sync::wait_one(done);
     theirs_too.release();
     theirs.release();
   });
@@ -641,7 +641,7 @@ PALRT_FRESH_PROCESS(fork_handle_kind_lock_held) {
       wrong += !more;
       table.release(more);
       // No cached weak-long slot: it would need the blocks, under the kind's lock.
-      wrong += !throws_forked_child_error("allocate weak_long", [&] { table.allocate(handle_kind::weak_long, &target); });
+      wrong += !throws_forked_child_error("allocate weak_long", [&] { (void)table.allocate(handle_kind::weak_long, &target); });
       return wrong;
     });
   }
@@ -696,10 +696,10 @@ PALRT_FRESH_PROCESS(fork_handle_batch_in_transit) {
     // although the depot holds batches.
     std::size_t served = 0;
     for (std::size_t n = handle_table_access::cached_free_slots(table, kind); served < n; ++served)
-      table.allocate(kind, &target);
+      (void)table.allocate(kind, &target);
     std::printf("child: cached allocations=%d\n", served > 0);
     wrong += served == 0;
-    wrong += !throws_forked_child_error("allocate weak_long", [&] { table.allocate(kind, &target); });
+    wrong += !throws_forked_child_error("allocate weak_long", [&] { (void)table.allocate(kind, &target); });
     return wrong;
   });
   s.resume.release();
@@ -738,7 +738,7 @@ PALRT_FRESH_PROCESS(fork_dependent_index_lock_held) {
       std::printf("child: lookup=%zu\n", found);
       wrong += found != 1;
       // Linking would take the index's lock, held for good here: refused, not hung.
-      wrong += !throws_forked_child_error("allocate dependent", [&] { table.allocate(handle_kind::dependent, &primary, &secondary); });
+      wrong += !throws_forked_child_error("allocate dependent", [&] { (void)table.allocate(handle_kind::dependent, &primary, &secondary); });
       // Release does not unlink (the slot stays out of use): it returns, and the lookup skips it.
       void* old = table.release(dep);
       found = table.for_each_secondary_of(&primary, [](void*) {});
@@ -787,7 +787,7 @@ PALRT_FRESH_PROCESS(fork_collector_lock_held) {
   run_child([&] {
     int wrong = 0;
     wrong += !throws_forked_child_error("collect", [&] { collector->collect(); });
-    wrong += !throws_forked_child_error("synchronize", [&] { collector->synchronize(1s); });
+    wrong += !throws_forked_child_error("synchronize", [&] { (void)collector->synchronize(1s); });
     std::printf("child: counters created=%llu\n",
                 static_cast<unsigned long long>(collector->counters().objects_created));
     kept.reset();  // a reference dropped in the child: the object stays with the parent's state
@@ -835,7 +835,7 @@ PALRT_FRESH_PROCESS(fork_identity_bucket_lock_held) {
       wrong += !hit;
       int factory_calls = 0;
       wrong += !throws_forked_child_error("get_or_create (miss)", [&] {
-        cache->get_or_create<proxy>(&native_b, [&](const void* id) {
+        (void)cache->get_or_create<proxy>(&native_b, [&](const void* id) {
           ++factory_calls;
           return make(id);
         });

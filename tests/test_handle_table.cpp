@@ -67,10 +67,10 @@ TEST_CASE("handle table: a handle holds its target until released, and counters 
 TEST_CASE("handle table: misuse of allocate is refused with a clear error, and nothing is allocated") {
   handle_table table;
   cell a;
-  CHECK_THROWS_WITH_AS(table.allocate(handle_kind::weak_short, &a, &a),
+  CHECK_THROWS_WITH_AS((void)table.allocate(handle_kind::weak_short, &a, &a),
                        "palrt: handle_table::allocate: only a dependent handle has a secondary",
                        std::invalid_argument);
-  CHECK_THROWS_AS(table.allocate(static_cast<handle_kind>(7), &a), std::invalid_argument);
+  CHECK_THROWS_AS((void)table.allocate(static_cast<handle_kind>(7), &a), std::invalid_argument);
   CHECK(total(table.counters()) == 0);
 }
 
@@ -214,7 +214,7 @@ TEST_CASE("handle table: out of memory while growing is a clear error and loses 
   for (std::size_t i = 0; i < more.size(); ++i) CHECK(handle_table::target(more[i]) == &cells[kept.size() + i]);
   CHECK(table.counters().handles[0] == before.handles[0] + more.size());
   // Other kinds fail the same way; the failure is not sticky once memory is back.
-  CHECK_THROWS_AS(table.allocate(handle_kind::dependent, &cells[0], &cells[1]), handle_allocation_error);
+  CHECK_THROWS_AS((void)table.allocate(handle_kind::dependent, &cells[0], &cells[1]), handle_allocation_error);
   handle_table_access::fail_block_allocations(table, 0);
   gc::handle h = table.allocate(handle_kind::strong, &cells.back());
   CHECK(handle_table::target(h) == &cells.back());
@@ -271,7 +271,7 @@ PALRT_FRESH_PROCESS(table_destroyed_with_handles) {
   int x = 7;
   auto table = std::make_unique<handle_table>();
   gc::handle h = table->allocate(handle_kind::strong, &x);
-  table->allocate(handle_kind::weak_long, &x);
+  (void)table->allocate(handle_kind::weak_long, &x);
   table.reset();  // says so, and keeps the blocks: h is still valid memory
   std::printf("%d\n", *static_cast<int*>(handle_table::target(h)));
   return 0;

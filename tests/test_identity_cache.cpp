@@ -84,14 +84,14 @@ struct fixture {
     proxies_alive = 0;
     if (start_finalizer) finalizer.start();
   }
-  ~fixture() { finalizer.stop(); }
+  ~fixture() { (void)finalizer.stop(); }
   // Collects and waits until the records of the wrappers that died have left the cache.
   void settle() {
     for (int round = 0; round < 3; ++round) {
       gc.collect();
       REQUIRE(finalizer.wait_for_pending_finalizers(10s) == pending_finalizers::finalized);
     }
-    gc.synchronize();
+    (void)gc.synchronize();
   }
   template <class T = proxy>
   ref<T> get(const void* id, std::atomic<int>* calls = nullptr) {
@@ -115,7 +115,7 @@ std::size_t weak_handles(handle_table& t) {
 // thread and a cache.
 struct runtime {
   runtime() { finalizer.start(); }
-  ~runtime() { finalizer.stop(); }
+  ~runtime() { (void)finalizer.stop(); }
   handle_table table;
   collector gc{table};
   finalizer_thread finalizer{gc};
@@ -286,7 +286,7 @@ TEST_CASE("identity cache: a dead entry is replaced, and remove by a stale handl
   for_each_design([&](cache_design d) {
     fixture f(d);
     natives n(1);
-    f.finalizer.stop();  // the old record must not retire before we try its handle
+    (void)f.finalizer.stop();  // the old record must not retire before we try its handle
     ref<proxy> first = f.get<proxy>(n[0]);
     const gc::handle first_handle = palrt::interop::record_of(*first)->handle();
     first.reset();  // dead; its entry is still there
@@ -364,7 +364,7 @@ TEST_CASE("identity cache: bad input is refused and leaves the cache usable") {
     // A factory returning the wrapper of another identity (both kinds of wrapper).
     ref<plain_proxy> plain = f.get<plain_proxy>(n[2]);
     try {
-      f.cache.get_or_create<proxy>(n[1], [&](const void*) { return ok; });
+      (void)f.cache.get_or_create<proxy>(n[1], [&](const void*) { return ok; });
       FAIL("no identity_mismatch");
     } catch (const identity_mismatch& e) {
       CHECK(e.asked() == n[1]);
@@ -597,7 +597,7 @@ TEST_CASE("identity cache: wrappers may outlive their cache; a new cache never s
   {
     identity_cache gone(f.gc);
     inbound = gone.get_or_create<proxy>(n[0], [&](const void* id) { return make_object<proxy>(f.gc, id); });
-    gone.get_or_create_outbound(managed, [&](const auto&) { return make_object<plain_proxy>(f.gc, nullptr); });
+    (void)gone.get_or_create_outbound(managed, [&](const auto&) { return make_object<plain_proxy>(f.gc, nullptr); });
   }
   identity_cache fresh(f.gc);
   CHECK(!fresh.try_get(n[0]));
@@ -684,7 +684,7 @@ TEST_CASE("identity cache: bounded stress, creations and drops while collections
       INFO("records retired " << retired.load() << " of " << c.inserted << " cached wrappers");
       CHECK(retired.load() == c.inserted);
     }
-    finalizer.stop();
+    (void)finalizer.stop();
     CHECK(weak_handles(table) == 0);
     CHECK(gc.synchronize());
   });

@@ -56,7 +56,7 @@ class worker_gate {
   explicit worker_gate(sync::sync_manager& m) {
     m.post(work_priority::high, [entered = entered_, release = release_]() mutable {
       entered.set();
-      sync::wait_one(release);
+      (void)sync::wait_one(release);
     });
     REQUIRE(sync::wait_one(entered_, 10s).status == wait_status::signalled);
   }
@@ -639,10 +639,10 @@ TEST_CASE("process handle: a pid already reaped is an error that says so") {
   int status = 0;
   REQUIRE(::waitpid(pid, &status, 0) == pid);
   std::string message;
-  CHECK(error_of([&] { m.open_process(pid); }, &message) == ESRCH);
+  CHECK(error_of([&] { (void)m.open_process(pid); }, &message) == ESRCH);
   CHECK(message.find("reaped") != std::string::npos);
-  CHECK(error_of([&] { m.open_process(0); }) == EINVAL);
-  CHECK(error_of([&] { m.open_process(-5); }) == EINVAL);
+  CHECK(error_of([&] { (void)m.open_process(0); }) == EINVAL);
+  CHECK(error_of([&] { (void)m.open_process(-5); }) == EINVAL);
   // Nothing else disturbed: the manager still works.
   CHECK(m.invoke(work_priority::normal, [] { return 1; }) == 1);
 }

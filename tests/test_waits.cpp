@@ -198,8 +198,8 @@ TEST_CASE("mutex: a release by a thread that does not own it is an error and cha
 TEST_CASE("mutex: a thread that exits holding it abandons it; the next acquirer is told, once") {
   mutex_handle m(sync::mutex_owner::nobody);
   std::thread([&] {
-    sync::wait_one(m);
-    sync::wait_one(m);  // held twice: abandonment frees it whatever the count
+    (void)sync::wait_one(m);
+    (void)sync::wait_one(m);  // held twice: abandonment frees it whatever the count
   }).join();
   const auto first = sync::wait_one(m, 0ns);
   CHECK(first.status == wait_status::abandoned);
@@ -213,9 +213,9 @@ TEST_CASE("mutex: a waiter blocked on it wakes with abandoned when the owner exi
   mutex_handle m(sync::mutex_owner::nobody);
   event_handle owned(event_reset::manual), exit_now(event_reset::manual);
   std::thread owner([&] {
-    sync::wait_one(m);
+    (void)sync::wait_one(m);
     owned.set();
-    sync::wait_one(exit_now);
+    (void)sync::wait_one(exit_now);
   });
   REQUIRE(sync::wait_one(owned, 10s).status == wait_status::signalled);
   sync::wait_result r;
@@ -384,7 +384,7 @@ TEST_CASE("no lost wake-up: a set racing the timeout is either taken by the wait
   for (int i = 0; i < rounds; ++i) {
     event_handle go(event_reset::manual);
     std::thread setter([&] {
-      sync::wait_one(go);
+      (void)sync::wait_one(go);
       e.set();
     });
     go.set();
@@ -411,7 +411,7 @@ TEST_CASE("thread handle: signalled when the thread exits, not before") {
     th = sync::thread_handle::current();
     tid = static_cast<pid_t>(::gettid());
     opened.set();
-    sync::wait_one(finish);
+    (void)sync::wait_one(finish);
   });
   REQUIRE(sync::wait_one(opened, 10s).status == wait_status::signalled);
   CHECK(th.tid() == tid);
@@ -446,7 +446,7 @@ TEST_CASE("thread exit: a thread_local made before the first wait may wait in it
       const handle* both[] = {&e, &m};
       again = sync::wait_any(std::span<const handle* const>(both), 10s).status;  // takes the event only
     };
-    sync::wait_one(e);  // the thread's first wait
+    (void)sync::wait_one(e);  // the thread's first wait
   }).join();
   CHECK(on_event == wait_status::signalled);
   CHECK(on_semaphore == wait_status::signalled);
@@ -464,11 +464,11 @@ TEST_CASE("thread exit: comes after the thread_locals' destructors, which may st
   int release_error = -1;
   std::thread t([&] {
     host_thread_local.at_exit = [&] {
-      sync::wait_one(finish);  // the test looks at the thread while it waits here
+      (void)sync::wait_one(finish);  // the test looks at the thread while it waits here
       release_error = error_of([&] { m.release(); });
     };
     th = sync::thread_handle::current();
-    sync::wait_one(m);  // held until the thread_local's destructor releases it
+    (void)sync::wait_one(m);  // held until the thread_local's destructor releases it
   });
   REQUIRE(has_waiters(finish, 1));
   CHECK_FALSE(th.has_exited());  // still in its exit, not done with it
@@ -506,7 +506,7 @@ struct waits_after_main {
 PALRT_FRESH_PROCESS(waits_in_global_destructor) {
   event_handle first(event_reset::manual);
   first.set();
-  sync::wait_one(first);  // the main thread's first wait
+  (void)sync::wait_one(first);  // the main thread's first wait
   static waits_after_main global;  // destroyed by exit(), after the thread_locals
   return 0;
 }
@@ -561,7 +561,7 @@ TEST_CASE("APC: wakes a thread blocked in an alertable wait; queued earlier, the
     th = sync::thread_handle::current();
     opened.set();
     blocked = sync::wait_one(never, 10s, alertable::yes);
-    sync::wait_one(queued_early);  // not alertable
+    (void)sync::wait_one(queued_early);  // not alertable
     early = sync::wait_one(never, 10s, alertable::yes);
   });
   REQUIRE(sync::wait_one(opened, 10s).status == wait_status::signalled);
@@ -608,28 +608,28 @@ TEST_CASE("bad input: too many handles, none, a closed one, duplicates in wait_a
   std::string message;
 
   std::vector<handle> many(65, a);
-  CHECK(error_of([&] { sync::wait_any(many, 0ns); }, &message) == E2BIG);
+  CHECK(error_of([&] { (void)sync::wait_any(many, 0ns); }, &message) == E2BIG);
   CHECK(message.find("65 handles, at most 64") != std::string::npos);
-  CHECK(error_of([&] { sync::wait_all(std::vector<handle>(65, a), 0ns); }) == E2BIG);
+  CHECK(error_of([&] { (void)sync::wait_all(std::vector<handle>(65, a), 0ns); }) == E2BIG);
 
-  CHECK(error_of([&] { sync::wait_any(std::vector<handle>{}, 0ns); }, &message) == EINVAL);
+  CHECK(error_of([&] { (void)sync::wait_any(std::vector<handle>{}, 0ns); }, &message) == EINVAL);
   CHECK(message.find("no handles") != std::string::npos);
 
   event_handle closed(event_reset::manual);
   closed.close();
-  CHECK(error_of([&] { sync::wait_all(std::vector<handle>{a, closed}, 0ns); }, &message) == EBADF);
+  CHECK(error_of([&] { (void)sync::wait_all(std::vector<handle>{a, closed}, 0ns); }, &message) == EBADF);
   CHECK(message.find("handle 1 is closed") != std::string::npos);
-  CHECK(error_of([&] { sync::wait_one(closed); }) == EBADF);
+  CHECK(error_of([&] { (void)sync::wait_one(closed); }) == EBADF);
   CHECK(error_of([&] { closed.set(); }) == EBADF);
   event_handle moved(event_reset::manual);
   event_handle into(std::move(moved));
   CHECK(error_of([&] { moved.set(); }) == EBADF);
 
   handle b_again = b;  // a duplicate handle to the same object
-  CHECK(error_of([&] { sync::wait_all(std::vector<handle>{a, b, b_again}, 0ns); }, &message) == EINVAL);
+  CHECK(error_of([&] { (void)sync::wait_all(std::vector<handle>{a, b, b_again}, 0ns); }, &message) == EINVAL);
   CHECK(message.find("handles 1 and 2 refer to the same object") != std::string::npos);
 
-  CHECK(error_of([&] { sync::wait_one(a, -1ns); }) == EINVAL);
+  CHECK(error_of([&] { (void)sync::wait_one(a, -1ns); }) == EINVAL);
   CHECK(error_of([&] { sync::sleep_for(-1ms); }) == EINVAL);
 
   // Nothing else was disturbed: both events are still signalled, nobody waits on them.

@@ -205,7 +205,9 @@ finalizer_thread::finalizer_thread(host_finalization_source source, finalizer_op
       thread_("palrt-finalizer",
               [shared = shared_](const std::atomic<bool>& stop) { shared->drain_host(stop); }) {}
 
-finalizer_thread::~finalizer_thread() { stop(); }
+// Whether the thread was joined: a destructor has nobody to tell (a detached thread owns its
+// share of the state, see stop()).
+finalizer_thread::~finalizer_thread() { (void)stop(); }
 
 void finalizer_thread::start() {
   launch();

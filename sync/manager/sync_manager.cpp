@@ -37,7 +37,7 @@ sync_manager::~sync_manager() {
   // In a fork()ed child the state may be half updated by a thread that is not there: it is
   // kept, untouched, rather than destroyed.
   if (state_->made.forked()) pal::internal::keep_until_exit(state_);
-  stop();
+  (void)stop();  // whether the worker was joined: a destructor has nobody to tell
 }
 
 // --- Lifecycle -------------------------------------------------------------------------------
@@ -45,7 +45,7 @@ sync_manager::~sync_manager() {
 void sync_manager::start_locked() {
   // A worker asked to stop but not joined yet (request_stop() alone) finishes first; one that
   // overstays is detached, as stop() would.
-  if (stopped_ && worker_.started()) worker_.join();
+  if (stopped_ && worker_.started()) (void)worker_.join();
   if (worker_.started()) return;
   state_->inbox.reopen();
   stopped_ = false;

@@ -28,7 +28,9 @@ struct service_thread::launch_state {
 service_thread::service_thread(std::string name, work_fn work)
     : name_(std::move(name)), work_(std::move(work)) {}
 
-service_thread::~service_thread() { stop(); }
+// stop() says whether the thread was joined; a destructor has nobody to tell, and a thread it
+// detached finishes on its own (it owns its state).
+service_thread::~service_thread() { (void)stop(); }
 
 void service_thread::start() {
   launch();
@@ -55,9 +57,10 @@ void service_thread::launch() {
 }
 
 void service_thread::wait_until_running() {
-  // A thread start takes ~50 us: stay awake for it (see wake_event::wait_for).
+  // A thread start takes ~50 us: stay awake for it (see wake_event::wait_for). A wait that
+  // timed out only means the loop looks at has_run again.
   while (started() && !state_->has_run.load(std::memory_order_acquire))
-    state_->running.wait_for(std::chrono::milliseconds(100), std::chrono::microseconds(200));
+    (void)state_->running.wait_for(std::chrono::milliseconds(100), std::chrono::microseconds(200));
 }
 
 void service_thread::wake() noexcept {

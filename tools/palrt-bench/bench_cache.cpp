@@ -82,7 +82,7 @@ runtime::~runtime() {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "palrt-bench cache: while shutting a runtime down: %s\n", e.what());
   }
-  finalizer.stop();
+  (void)finalizer.stop();
 }
 
 void runtime::settle() {

@@ -210,7 +210,7 @@ struct finalizer_rig {
     return tid != 0 && pin_thread(tid, cpu);
   }
   ~finalizer_rig() {
-    finalizer.stop();
+    (void)finalizer.stop();
     gc.collect();
   }
 

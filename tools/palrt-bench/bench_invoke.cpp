@@ -118,7 +118,7 @@ class palrt_server final : public server {
     manager_.ensure_worker_started();
     cpu_clock_ = manager_.invoke(sync::work_priority::normal, [] { return current_thread_cpu_clock(); });
   }
-  ~palrt_server() override { manager_.stop(); }
+  ~palrt_server() override { (void)manager_.stop(); }
   std::uint64_t invoke(std::uint64_t x) override {
     return manager_.invoke(sync::work_priority::normal, [x] { return x + 1; });
   }

@@ -206,6 +206,9 @@ int main(int argc, char** argv) {
     return bad_arguments(e.what(), argc, argv);
   }
   if (doctor->parsed()) {
+    // A second `doctor` falls through to the main command, which takes it for the
+    // subcommand again: CLI11 counts it rather than refusing it.
+    if (doctor->count() > 1) return bad_arguments("doctor was given more than once", argc, argv);
     for (const CLI::Option* option : run_options)
       if (option->count() > 0)
         return bad_arguments("doctor takes none of the run's options, and " + option->get_name() + " was given",

@@ -64,7 +64,7 @@ struct host {
   }
   ~host() {
     binding.stop_serving_finalizers();
-    finalizer.stop();
+    (void)finalizer.stop();
   }
   // Releases the handles resurrecting finalizers made; returns how many.
   std::size_t release_keepers() {
@@ -562,7 +562,7 @@ int child(const std::string& name) {
     gc::handle_table table;
     boehm::collector_binding binding(table);
     try {
-      binding.allocate_traced(32);
+      (void)binding.allocate_traced(32);
     } catch (const std::logic_error& e) {
       std::printf("refused: %s\n", e.what());
       return 0;

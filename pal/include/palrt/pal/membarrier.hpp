@@ -44,8 +44,9 @@ failure_reason reason_of(int error) noexcept;
 // A short readable explanation, e.g. "EPERM: denied (seccomp) or not registered".
 std::string_view describe(int error) noexcept;
 
-// Result of one call: the syscall's return value, or the errno it failed with.
-struct result {
+// Result of one call: the syscall's return value, or the errno it failed with: the only sign
+// that a call failed, so it must not be dropped.
+struct [[nodiscard]] result {
   long value = 0;  // >= 0 when ok()
   int error = 0;   // errno, 0 on success
   bool ok() const noexcept { return error == 0; }

@@ -119,7 +119,7 @@ namespace palrt::pal {
 enum class barrier_strategy { membarrier, mprotect, signal };
 
 std::string_view to_string(barrier_strategy s) noexcept;
-std::optional<barrier_strategy> parse_barrier_strategy(std::string_view name) noexcept;
+[[nodiscard]] std::optional<barrier_strategy> parse_barrier_strategy(std::string_view name) noexcept;
 
 // The signal the signal strategy uses (SIGRTMAX - 1). Blocking it in a thread makes
 // a flush wait until that thread unblocks it, exits, or is seen asleep in the kernel
@@ -193,6 +193,6 @@ void flush_process_write_buffers();
 // barrier size their batching by it; the cost depends on the strategy and on how many CPUs
 // run threads of this process. Initialises the barrier if needed (throws barrier_error like
 // initialize_process_barrier()).
-double measure_flush_cost_ns(int flushes_per_round = 1000);
+[[nodiscard]] double measure_flush_cost_ns(int flushes_per_round = 1000);
 
 }  // namespace palrt::pal

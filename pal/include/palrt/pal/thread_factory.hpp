@@ -62,7 +62,7 @@ class managed_thread {
   // Waits up to `timeout`; true if the thread finished and was joined (or was not joinable),
   // false if it still runs (it stays joinable). Not from the thread itself (it would wait
   // for itself until the timeout).
-  bool join_for(std::chrono::nanoseconds timeout);
+  [[nodiscard]] bool join_for(std::chrono::nanoseconds timeout);
   // Waits without bound; does nothing if not joinable. Not from the thread itself.
   void join();
   // Lets the thread run on by itself; it is no longer joinable. What it uses must outlive it
@@ -100,6 +100,6 @@ thread_hooks set_thread_hooks(const thread_hooks& hooks) noexcept;
 // barrier_error if the registration the policy requires cannot be set up (nothing was
 // started either). An exception escaping `body` terminates the process, as with std::thread:
 // a service loop catches what it can handle.
-managed_thread start_thread(const thread_options& options, std::function<void()> body);
+[[nodiscard]] managed_thread start_thread(const thread_options& options, std::function<void()> body);
 
 }  // namespace palrt::pal

@@ -25,7 +25,7 @@ class wake_event {
 
   void set() noexcept;
   // Consumes a pending signal without blocking; false if there was none.
-  bool try_wait() noexcept;
+  [[nodiscard]] bool try_wait() noexcept;
   void wait(std::chrono::nanoseconds stay_awake = std::chrono::nanoseconds::zero()) noexcept;
   // false when the timeout passed without a signal.
   //
@@ -34,8 +34,8 @@ class wake_event {
   // CPU went idle, the wake-up would also have to wake it, which on a virtual machine costs
   // tens of microseconds; and the thread being waited for may be queued on this very CPU,
   // where yielding is what lets it run (spinning would only delay it).
-  bool wait_for(std::chrono::nanoseconds timeout,
-                std::chrono::nanoseconds stay_awake = std::chrono::nanoseconds::zero()) noexcept;
+  [[nodiscard]] bool wait_for(std::chrono::nanoseconds timeout,
+                              std::chrono::nanoseconds stay_awake = std::chrono::nanoseconds::zero()) noexcept;
 
  private:
   static constexpr std::uint32_t clear = 0, signalled = 1;

@@ -170,6 +170,6 @@ class runtime {
 // Throws startup_error. Call it from the thread that will own the runtime, before the host
 // starts threads of its own (otherwise registration cannot take the fast path; the report's
 // barrier fields show it). At most one runtime is alive at a time (see above).
-std::unique_ptr<runtime> bootstrap(const options& opts = {});
+[[nodiscard]] std::unique_ptr<runtime> bootstrap(const options& opts = {});
 
 }  // namespace palrt::startup

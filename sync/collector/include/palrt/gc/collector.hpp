@@ -159,7 +159,7 @@ class collector {
   // Frees what is retired, waiting up to `timeout` for readers to leave their sections.
   // true if nothing is left awaiting a grace period. pal::forked_child_error in a fork()ed
   // child.
-  bool synchronize(std::chrono::nanoseconds timeout = std::chrono::seconds(2));
+  [[nodiscard]] bool synchronize(std::chrono::nanoseconds timeout = std::chrono::seconds(2));
 
   handle_table& handles() noexcept;
   // Objects created minus objects freed, and the other counters (relaxed snapshots).

@@ -202,13 +202,13 @@ class ref {
   friend bool operator==(const ref& a, const ref& b) noexcept { return a.p_ == b.p_; }
 
   // Takes over a count the caller already holds (no increment).
-  static ref adopt(T* p) noexcept {
+  [[nodiscard]] static ref adopt(T* p) noexcept {
     ref r;
     r.p_ = p;
     return r;
   }
   // Gives the count up to the caller without dropping it.
-  T* detach() noexcept { return std::exchange(p_, nullptr); }
+  [[nodiscard]] T* detach() noexcept { return std::exchange(p_, nullptr); }
 
  private:
   T* p_ = nullptr;
@@ -216,7 +216,7 @@ class ref {
 
 // A ref<To> to the same object (static_cast: the caller knows the dynamic type).
 template <class To, class From>
-ref<To> static_ref_cast(ref<From> r) noexcept {
+[[nodiscard]] ref<To> static_ref_cast(ref<From> r) noexcept {
   return ref<To>::adopt(static_cast<To*>(r.detach()));
 }
 
@@ -251,7 +251,7 @@ class object_access {
 // constructor or operator new throws (nothing is registered then). May run a collection
 // first when the collector collects every N allocations (collector_options).
 template <class T, class... Args>
-ref<T> make_object(collector& c, Args&&... args) {
+[[nodiscard]] ref<T> make_object(collector& c, Args&&... args) {
   static_assert(std::is_base_of_v<object, T>, "make_object<T> needs T derived from palrt::gc::object");
   detail::object_access::begin_construction(c);
   T* p;

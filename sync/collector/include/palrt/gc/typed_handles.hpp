@@ -70,7 +70,7 @@ class strong_handle {
 
   // The target, alive as long as this handle holds it.
   T* get() const noexcept { return static_cast<T*>(handle_.target()); }
-  ref<T> lock() const noexcept {
+  [[nodiscard]] ref<T> lock() const noexcept {
     T* t = get();
     if (t) detail::object_access::add_ref(*t);
     return ref<T>::adopt(t);
@@ -98,7 +98,7 @@ class weak_handle {
   weak_handle(weak_handle&&) noexcept = default;
   weak_handle& operator=(weak_handle&&) noexcept = default;
 
-  ref<T> try_get() const { return detail::try_get_target<T>(handle_); }
+  [[nodiscard]] ref<T> try_get() const { return detail::try_get_target<T>(handle_); }
   // true once a collection cleared the handle (or it never had a target). A dead target that
   // no collection has seen yet still counts as not cleared: try_get() tells.
   bool cleared() const noexcept { return handle_.target() == nullptr; }
@@ -133,9 +133,9 @@ class dependent_handle {
   }
   ~dependent_handle() { reset(); }
 
-  ref<P> try_get_primary() const { return detail::try_get_target<P>(handle_); }
+  [[nodiscard]] ref<P> try_get_primary() const { return detail::try_get_target<P>(handle_); }
   // The secondary while the primary lives; empty once the primary is dead.
-  ref<S> try_get_secondary() const {
+  [[nodiscard]] ref<S> try_get_secondary() const {
     if (!handle_) return {};
     read_section section;
     ref<P> primary = detail::try_get_target<P>(handle_);

@@ -128,7 +128,7 @@ class finalizer_thread {
   void signal_work() noexcept;
 
   // See the top of the file. `timeout` bounds the wait (not_running is returned at once).
-  pending_finalizers wait_for_pending_finalizers(
+  [[nodiscard]] pending_finalizers wait_for_pending_finalizers(
       std::chrono::nanoseconds timeout = std::chrono::nanoseconds::max());
 
   // Asks the thread to finish without waiting; stop() then joins it.
@@ -137,7 +137,7 @@ class finalizer_thread {
   // the deadline and was detached (it finishes on its own; the caller reports it). Either
   // way counters().left_at_stop then says how many queued objects were not finalized by the
   // thread; from then on collect() runs them, and the ones it queues, itself.
-  bool stop(std::chrono::nanoseconds timeout = sync::service_thread::default_stop_timeout);
+  [[nodiscard]] bool stop(std::chrono::nanoseconds timeout = sync::service_thread::default_stop_timeout);
 
   finalizer_counters counters() const;
 

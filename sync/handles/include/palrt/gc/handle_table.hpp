@@ -231,7 +231,7 @@ class handle_table {
   // handle's secondary and must be null for the other kinds. The target must not be an
   // object the host has found dead. Throws handle_allocation_error, and in a fork()ed child
   // pal::forked_child_error when it needs a refill (see above).
-  handle allocate(handle_kind kind, void* target, void* secondary = nullptr);
+  [[nodiscard]] handle allocate(handle_kind kind, void* target, void* secondary = nullptr);
 
   // What the table was made with.
   handle_table_options options() const noexcept;

@@ -273,7 +273,7 @@ class dispatch_cache {
   const exposed_interfaces& interfaces_for(const type_descriptor& type);
   // The vtable of interface `id` of `type` if this instance exposes it, else null (what
   // QueryInterface hands out). Throws as interfaces_for.
-  const dispatch_slot* find(const type_descriptor& type, const interface_id& id) {
+  [[nodiscard]] const dispatch_slot* find(const type_descriptor& type, const interface_id& id) {
     const interface_vtable* entry = interfaces_for(type).find(id);
     return entry ? entry->vtable() : nullptr;
   }

@@ -257,7 +257,7 @@ class identity_cache {
   // inserted and the cache is usable. A factory that returns this cache's wrapper of this
   // identity (evicted earlier with remove()) gets it cached again with its own record.
   template <class T = gc::object, class Factory>
-  gc::ref<T> get_or_create(const void* identity, Factory&& factory) {
+  [[nodiscard]] gc::ref<T> get_or_create(const void* identity, Factory&& factory) {
     using made = std::remove_cvref_t<std::invoke_result_t<Factory&, const void*>>;
     using U = typename made::element_type;
     detail::factory_fn call = [](void* f, const void* id) -> detail::made_wrapper {
@@ -271,11 +271,11 @@ class identity_cache {
   // The live wrapper of `identity`, cast to T as get_or_create<T> casts it, or empty (always
   // for null and ~0). Never calls out.
   template <class T = gc::object>
-  gc::ref<T> try_get(const void* identity) const noexcept;
+  [[nodiscard]] gc::ref<T> try_get(const void* identity) const noexcept;
   // The hit path without the reference count, for a caller already in a read section
   // (read_section.hpp): the wrapper of `identity` if it was alive when looked at, else null.
   // The pointer is valid memory until the section ends; take a reference to keep it.
-  gc::object* find(const void* identity) const noexcept;
+  [[nodiscard]] gc::object* find(const void* identity) const noexcept;
   // Removes the entry of `identity` if it holds exactly `handle` (a wrapper record's handle):
   // true if it did. An identity that is not cached, or cached with another handle, is left
   // alone: false (also for null and ~0). Records call it for themselves; a host calls it to
@@ -291,7 +291,7 @@ class identity_cache {
   // Throws std::invalid_argument for an empty `managed` or a null result, and whatever the
   // factory throws (nothing is kept then).
   template <class T = gc::object, class M, class Factory>
-  gc::ref<T> get_or_create_outbound(const gc::ref<M>& managed, Factory&& factory) {
+  [[nodiscard]] gc::ref<T> get_or_create_outbound(const gc::ref<M>& managed, Factory&& factory) {
     using made = std::remove_cvref_t<std::invoke_result_t<Factory&, const gc::ref<M>&>>;
     if (managed) {
       if (gc::ref<T> hit = try_get_outbound<T>(*managed)) return hit;
@@ -307,7 +307,7 @@ class identity_cache {
   // The outbound wrapper this cache made for `managed`, cast to T (as get_or_create_outbound<T>
   // casts it), or empty.
   template <class T = gc::object, class M>
-  gc::ref<T> try_get_outbound(const M& managed) const {
+  [[nodiscard]] gc::ref<T> try_get_outbound(const M& managed) const {
     wrapper_object* slots = detail::slots_of(const_cast<M*>(&managed));
     if (slots) {
       if (gc::object* w = field_outbound(*slots)) return gc::static_ref_cast<T>(own(w));

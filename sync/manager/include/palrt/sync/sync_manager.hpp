@@ -6,7 +6,8 @@
 //   sync::sync_manager& m = rt->services().sync_manager();
 //   m.post(sync::work_priority::normal, [] { /* ... */ });     // runs on the worker, later
 //   int n = m.invoke(sync::work_priority::high, [] { return 42; });  // runs there, waits
-//   auto child = m.open_process(pid);  sync::wait_one(child);  child.exit_status();
+//   auto child = m.open_process(pid);
+//   if (sync::wait_one(child).status == sync::wait_status::signalled) child.exit_status();
 //
 // The worker starts lazily, at the first request that needs it (post, invoke, open_process),
 // unless the host starts it eagerly at bootstrap (a thread nobody uses yet is startup cost
@@ -160,7 +161,7 @@ class sync_manager {
   // worker if needed. Throws sync_error: ESRCH if there is no such process (it exited and
   // was reaped already, or never existed), EINVAL for pid <= 0, ESHUTDOWN after a stop, the
   // errno of pidfd_open/epoll otherwise (ENOSYS before Linux 5.3); like post() for the worker.
-  process_handle open_process(pid_t pid);
+  [[nodiscard]] process_handle open_process(pid_t pid);
 
   // --- Lifecycle -------------------------------------------------------------------------
   // Starts the worker if it is not running yet and returns once it runs its loop; reopens
@@ -177,7 +178,7 @@ class sync_manager {
   void request_stop() noexcept;
   // true if the worker was joined within `timeout` (or never started); false if it missed
   // the deadline and was detached (the caller reports it).
-  bool stop(std::chrono::nanoseconds timeout = service_thread::default_stop_timeout);
+  [[nodiscard]] bool stop(std::chrono::nanoseconds timeout = service_thread::default_stop_timeout);
 
   struct work_stats {
     std::uint64_t failed_items = 0;       // posted items whose function threw

@@ -70,10 +70,10 @@ class service_thread {
   // request_stop() and then join(). true if it was joined (or never started). A thread that
   // did not finish in time is detached with the state it uses, so nothing is freed under
   // it; the caller reports it. The thread may be started again afterwards.
-  bool stop(std::chrono::nanoseconds timeout = default_stop_timeout);
+  [[nodiscard]] bool stop(std::chrono::nanoseconds timeout = default_stop_timeout);
   // The two halves of stop(), so that several threads can wind down at the same time.
   void request_stop() noexcept;
-  bool join(std::chrono::nanoseconds timeout = default_stop_timeout);
+  [[nodiscard]] bool join(std::chrono::nanoseconds timeout = default_stop_timeout);
 
   bool started() const noexcept { return thread_.joinable(); }
   const std::string& name() const noexcept { return name_; }

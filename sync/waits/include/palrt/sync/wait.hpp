@@ -60,7 +60,8 @@ enum class wait_status {
   alerted,    // alertable only: APCs ran on this thread; nothing acquired
 };
 
-struct wait_result {
+// What a wait did, which only its result says: [[nodiscard]], so every wait's result is used.
+struct [[nodiscard]] wait_result {
   wait_status status = wait_status::timed_out;
   std::size_t index = 0;
 };

@@ -93,7 +93,7 @@ class collector_binding {
   // A Boehm object (cleared, like GC_MALLOC's) whose marking traces the secondaries of its
   // dependent handles: the primaries of dependent handles. Throws std::bad_alloc, and
   // std::logic_error when the table was not made with index_dependents.
-  void* allocate_traced(std::size_t bytes);
+  [[nodiscard]] void* allocate_traced(std::size_t bytes);
   // Whether `object` is one (for a host's checks).
   static bool is_traced(const void* object) noexcept;
 

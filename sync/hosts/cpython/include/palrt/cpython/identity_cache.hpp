@@ -173,7 +173,7 @@ class identity_cache {
   explicit identity_cache(interop::host_cache_options options) : cache_(options) {}
 
   // The wrapper of `native` (a new reference), or null with no exception set.
-  PyObject* find(const void* native) const noexcept {
+  [[nodiscard]] PyObject* find(const void* native) const noexcept {
     assert_gil();
     return static_cast<PyObject*>(cache_.try_get(native));
   }
@@ -181,7 +181,7 @@ class identity_cache {
   // The wrapper of `native` (a new reference); if it has none, `factory(native)` makes one
   // (a new reference, or null with a Python exception set, which is returned).
   template <class Factory>
-  PyObject* get_or_create(const void* native, Factory&& factory) noexcept {
+  [[nodiscard]] PyObject* get_or_create(const void* native, Factory&& factory) noexcept {
     assert_gil();
     if (void* hit = cache_.try_get(native)) return static_cast<PyObject*>(hit);
     if (!native) return null_native();
