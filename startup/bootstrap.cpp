@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>  // strerrorname_np
 
 #include "palrt/core/clock.h"
@@ -70,6 +71,22 @@ std::vector<std::string> stop_phases(std::vector<std::unique_ptr<phase>>& phases
   return not_stopped;
 }
 
+// The last collect(), once the runtime's threads are stopped: it runs the finalizers still
+// queued (what a shutdown left: a long queue, or the objects behind a finalizer that missed
+// the deadline, whose thread may still be inside it) and those of objects dead by now, on
+// this thread, before the collector is destroyed (its destructor frees what is queued
+// unrun). Not in a fork()ed child (collect() refuses there), and never throws: a destructor.
+void finalize_what_is_left(runtime_services& services) noexcept {
+  const std::unique_ptr<gc::collector>& collector = internal::services_access::collector(services);
+  if (!collector) return;  // a bootstrap that failed before the handle table
+  try {
+    (void)collector->collect();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "palrt: runtime destroyed: its last collect() failed (%s); what was queued for "
+                 "finalization is freed without its finalizer\n", e.what());
+  }
+}
+
 }  // namespace
 
 startup_error::startup_error(std::string phase, std::error_code code, const std::string& what)
@@ -80,6 +97,7 @@ runtime::runtime(const options& opts, ordering order)
 
 runtime::~runtime() {
   shutdown();
+  if (fork_generation_ == pal::internal::fork_stamp::now()) finalize_what_is_left(services_);
 }
 
 const shutdown_report& runtime::shutdown() {

@@ -316,7 +316,8 @@ void report_inline_exception(collector_state& c, std::exception_ptr error) noexc
 
 // Runs what is queued for finalization while no finalizer thread consumes the queue; the
 // number of finalizers it ran. One thread runs the queue at a time, as the finalizer thread
-// would (finalizers never run concurrently with each other): a caller that finds a drain
+// would (finalizers do not run concurrently with each other, but for the one a finalizer
+// thread that missed its stop deadline may still be running): a caller that finds a drain
 // running leaves its objects to that drain and returns, and the drain goes round again for
 // every request that came in meanwhile. A finalizer that collects is such a caller.
 //   Caller: push (collect(), under the queue's lock); requests.fetch_add (C).
@@ -427,13 +428,18 @@ object* finalization_queue::take_all(std::size_t& n) {
   return first;
 }
 
-void finalization_queue::requeue_front(object* first, object* last, std::size_t n) {
-  if (n == 0) return;
+object* finalization_queue::take_one(bool& emptied) {
   std::lock_guard lock(lock_);
-  collector_state::link(last, head_);
-  head_ = first;
-  if (!tail_) tail_ = last;
-  queued_ += n;
+  object* first = head_;
+  if (!first) {
+    emptied = false;
+    return nullptr;
+  }
+  head_ = detail::object_access::next(*first);
+  if (!head_) tail_ = nullptr;
+  --queued_;
+  emptied = queued_ == 0;
+  return first;
 }
 
 void finalization_queue::complete(std::size_t n) {

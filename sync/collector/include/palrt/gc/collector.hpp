@@ -43,7 +43,9 @@
 // drains: collect() runs their finalizers itself before it returns, on the calling thread,
 // once it has dropped its lock, oldest first, one at a time (a collect() that finds another
 // thread doing so leaves its objects to that thread, which runs them before it returns).
-// Those left queued by a finalizer thread that stopped are run the same way. Exceptions are
+// Those left queued by a finalizer thread that stopped are run the same way, by the next
+// collect(), all of them, also while a thread that missed its stop deadline is still inside
+// a finalizer (finalizer_thread.hpp: the thread holds only that one). Exceptions are
 // contained as on the finalizer thread: counted (collector_counters), the first reported on
 // stderr, and the others run on. As with the finalizer thread, a finalized object is freed
 // by the next collect(). Automatic collections (collector_options::collect_every) do the
