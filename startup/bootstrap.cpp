@@ -7,6 +7,7 @@
 #include <cstring>  // strerrorname_np
 
 #include "palrt/core/clock.h"
+#include "palrt/pal/internal/cancellation.hpp"
 #include "palrt/pal/internal/fork_generation.hpp"
 #include "palrt/pal/thread_factory.hpp"
 #include "palrt/startup/internal/baselines.hpp"
@@ -107,6 +108,7 @@ const shutdown_report& runtime::shutdown() {
     // acquire: pairs with the release below (the report of a shutdown done before fork()).
     return shut_down_.load(std::memory_order_acquire) ? shutdown_report_ : forked_child_shutdown;
   }
+  const pal::internal::cancellation_disabled no_cancellation;  // it joins (thread_factory.hpp)
   // call_once: concurrent callers wait for the one doing the work and then read its report.
   std::call_once(shutdown_once_, [this] {
     const std::int64_t t0 = palrt_monotonic_ns();
@@ -123,6 +125,9 @@ std::unique_ptr<runtime> bootstrap(const options& opts) {
 }
 
 std::unique_ptr<runtime> internal::runtime_access::bootstrap(const options& opts, ordering order) {
+  // Not a cancellation point (pal/internal/cancellation.hpp): its phases read /proc (the
+  // thread census, the signal barrier's set-up) and join what they unwind.
+  const pal::internal::cancellation_disabled no_cancellation;
   const std::uint64_t generation = pal::internal::fork_stamp::now();
   if (!claim_process_slot(generation))
     throw startup_error("bootstrap", std::make_error_code(std::errc::device_or_resource_busy),

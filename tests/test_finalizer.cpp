@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // The finalizer thread with the embedded collector: the order of short weak, finalizer and
 // long weak; resurrection and re-registration; wait_for_pending_finalizers() and its race;
-// contained exceptions; bounded shutdown with a finalizer that blocks; the bootstrap's
-// services end to end. No test orders events with a sleep.
+// contained exceptions; bounded shutdown with a finalizer that blocks, and who runs what it
+// leaves queued; waits with a cancellation request pending; the bootstrap's services end to
+// end. No test orders events with a sleep.
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -20,6 +21,7 @@
 #include "palrt/gc/handle_table.hpp"
 #include "palrt/gc/internal/finalizer_thread_access.hpp"
 #include "palrt/gc/typed_handles.hpp"
+#include "cancellation.hpp"
 #include "scale.hpp"
 #include "subprocess.hpp"
 #include "thread_state.hpp"
@@ -599,6 +601,48 @@ TEST_CASE("finalizer: a finalizer blocked for good at exit does not hang the pro
   CHECK_FALSE(c.timed_out);
   CHECK(c.exit_code == 0);
   CHECK_MESSAGE(c.out.find("shutdown_clean=0 lost=0 twice=0 elsewhere=0") != std::string::npos, c.out << c.err);
+}
+
+namespace {
+// wait_for_pending_finalizers() on a thread with a cancellation request (or a Boost
+// interruption) pending when it begins, while a finalizer blocks: it must wait until the
+// finalizers ran, return finalized, and the request act right after.
+template <class Driver>
+void check_wait_for_pending_finalizers_runs_its_course(Driver with_request_pending) {
+  finalized = 0;
+  finalizer_done_with_events = false;
+  palrt::pal::wake_event entered, may_return;
+  finalizer_entered = &entered;
+  finalizer_may_return = &may_return;
+  handle_table table;
+  collector gc(table);
+  finalizer_thread f(gc);
+  f.start();
+  make_object<blocking>(gc).reset();
+  for (int i = 0; i < 10; ++i) make_object<counted>(gc).reset();
+  gc.collect();
+  REQUIRE(entered.wait_for(10s));
+  pending_finalizers result = pending_finalizers::timed_out;
+  const palrt::testing::cancellation_outcome o =
+      with_request_pending([&] { result = f.wait_for_pending_finalizers(); }, {}, [&] { may_return.set(); });
+  CHECK_MESSAGE(o.returned, "wait_for_pending_finalizers() was unwound: it acted as a cancellation point");
+  CHECK(o.acted_after);
+  CHECK(result == pending_finalizers::finalized);
+  CHECK(finalized == 10);
+  // The waiter left nothing behind: the next wait works as ever.
+  make_object<counted>(gc).reset();
+  gc.collect();
+  CHECK(f.wait_for_pending_finalizers(10s) == pending_finalizers::finalized);
+  CHECK(finalized == 11);
+}
+}  // namespace
+
+TEST_CASE("cancellation: wait_for_pending_finalizers() is not a cancellation point; a pending pthread_cancel acts after it returned") {
+  check_wait_for_pending_finalizers_runs_its_course(palrt::testing::call_with_cancel_pending);
+}
+
+TEST_CASE("cancellation: wait_for_pending_finalizers() is not a Boost interruption point; a pending interrupt() acts after it returned") {
+  check_wait_for_pending_finalizers_runs_its_course(palrt::testing::call_with_interrupt_pending);
 }
 
 TEST_CASE("finalizer: the bootstrap's services collect and finalize end to end") {

@@ -11,6 +11,7 @@
 
 #include "palrt/core/clock.h"
 #include "palrt/pal/fork.hpp"
+#include "palrt/pal/internal/cancellation.hpp"
 #include "palrt/pal/internal/fork_generation.hpp"
 #include "palrt/gc/internal/collector_state.hpp"
 
@@ -247,6 +248,10 @@ std::chrono::steady_clock::time_point deadline_after(std::chrono::nanoseconds ti
 pending_finalizers finalizer_thread::wait_for_pending_finalizers(std::chrono::nanoseconds timeout) {
   if (shared_->made.forked()) return pending_finalizers::not_running;
   if (internal::current_finalizer == shared_.get()) return pending_finalizers::finalized;
+  // Not a cancellation point (pal/internal/cancellation.hpp), as the sync waits are not: the
+  // condition variable waits below would be one, and unwound there a waiter would leave the
+  // queue's count of waiters raised for good.
+  const pal::internal::cancellation_disabled no_cancellation;
   if (!shared_->collector) {
     internal::finalizer_shared& s = *shared_;
     std::uint64_t target;

@@ -20,6 +20,11 @@
 // down throws startup_error (phase "bootstrap", EBUSY) and starts nothing; once that runtime
 // has shut down, a new bootstrap() may start another.
 //
+// Cancellation: bootstrap(), shutdown() and the runtime's destructor are neither POSIX
+// cancellation points nor Boost interruption points, though they read /proc (the thread
+// census), join threads (pal/thread_factory.hpp) and run finalizers (gc/collector.hpp): a
+// pending pthread_cancel() acts at the caller's next cancellation point after them.
+//
 // After fork() (palrt/pal/fork.hpp): in the child, a runtime bootstrapped before fork() is
 // the parent's. It does not count as the child's runtime, so the child may bootstrap() one of
 // its own. Its shutdown() returns at once and stops nothing, since the threads it would stop

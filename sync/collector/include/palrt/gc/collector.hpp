@@ -68,6 +68,15 @@
 // see to it. One collector per table: a second collector on a table that a live collector
 // sweeps is refused (std::logic_error, handle_table::claim_for_collector).
 //
+// Cancellation: collect() (the automatic collections too), synchronize() and the destructor
+// are neither POSIX cancellation points nor Boost interruption points, though a grace period
+// may read /proc (the signal barrier) and synchronize() sleeps: a pending pthread_cancel()
+// acts at the caller's next cancellation point after the call. The finalizers collect() runs
+// itself run with cancellation disabled, as on the finalizer thread, which nobody cancels: a
+// cancellation point in one does not act there (the request waits until after collect()),
+// rather than unwind through palrt's containment of finalizers' exceptions, which glibc would
+// answer by aborting the process.
+//
 // After fork() (palrt/pal/fork.hpp): in a child, a collector made before fork() is the
 // parent's (a collection may have held its lock at fork(), and its finalizer thread is gone).
 // collect() and synchronize() throw pal::forked_child_error; the automatic collections

@@ -37,6 +37,14 @@
 // finalizers on this thread instead of palrt's collector's (see host_finalization_source).
 //
 // The bootstrap starts it through pal's thread factory, after membarrier registration.
+//
+// Cancellation: no member is a POSIX cancellation point or a Boost interruption point
+// (wait_for_pending_finalizers() waits on condition variables with cancellation disabled;
+// start() and stop() start and join through pal's thread factory, thread_factory.hpp), as the
+// sync waits are not (palrt/sync/wait.hpp): a wait runs its course, to its timeout if the
+// finalizers never finish, and a pending pthread_cancel() or boost::thread::interrupt() acts
+// at the caller's next cancellation or interruption point after it.
+//
 // Thread-safe: every member may be called from any thread; the lifecycle calls are
 // serialised by one lock.
 //
