@@ -11,6 +11,7 @@
 #include <exception>
 #include <mutex>
 
+#include "palrt/pal/internal/cancellation.hpp"
 #include "palrt/pal/internal/fork_generation.hpp"
 #include "palrt/pal/internal/registration_policy.hpp"
 #include "palrt/pal/internal/thread_factory_access.hpp"
@@ -129,16 +130,27 @@ bool managed_thread::joinable() const noexcept {
   return impl_ && !impl_->started.forked() && impl_->thread.joinable();
 }
 
+// A join is neither a cancellation point nor a Boost interruption point (cancellation.hpp):
+// Boost's join waits on a boost::condition_variable and then in pthread_join(), both of which
+// would otherwise be, whenever the thread is still on its way out (its thread_local
+// destructors, Boost's at_thread_exit functions); unwound there, the join would be left half
+// done and the owner (a stop(), a noexcept shutdown phase) with it.
 bool managed_thread::join_for(std::chrono::nanoseconds timeout) {
   if (!joinable()) return true;
+  const internal::cancellation_disabled no_cancellation;
+  const boost::this_thread::disable_interruption no_interruption;
   // A thread asked to stop usually finishes within tens of microseconds: stay awake for it.
   if (!impl_->finished->wait_for(timeout, std::chrono::microseconds(200))) return false;
-  impl_->thread.join();  // the thread is past its last statement: this returns promptly
+  // The thread is past its body: this returns promptly, unless its exit runs long (see above).
+  impl_->thread.join();
   return true;
 }
 
 void managed_thread::join() {
-  if (joinable()) impl_->thread.join();
+  if (!joinable()) return;
+  const internal::cancellation_disabled no_cancellation;  // as in join_for()
+  const boost::this_thread::disable_interruption no_interruption;
+  impl_->thread.join();
 }
 
 void managed_thread::detach() noexcept {
@@ -146,6 +158,10 @@ void managed_thread::detach() noexcept {
 }
 
 managed_thread start_thread(const thread_options& options, std::function<void()> body) {
+  // The first start may register for membarrier and count the process's threads in /proc,
+  // whose reads are cancellation points (cancellation.hpp). The new thread starts with
+  // cancellation enabled whatever its creator's state (POSIX).
+  const internal::cancellation_disabled no_cancellation;
   ensure_registration_for_thread_start();
   if (int err = injected_failure()) throw thread_start_error(err, options.name);
 

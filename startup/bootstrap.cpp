@@ -3,9 +3,11 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>  // strerrorname_np
 
 #include "palrt/core/clock.h"
+#include "palrt/pal/internal/cancellation.hpp"
 #include "palrt/pal/internal/fork_generation.hpp"
 #include "palrt/pal/thread_factory.hpp"
 #include "palrt/startup/internal/baselines.hpp"
@@ -77,6 +79,22 @@ std::vector<std::string> stop_phases(std::vector<std::unique_ptr<phase>>& phases
   return not_stopped;
 }
 
+// The last collect(), once the runtime's threads are stopped: it runs the finalizers still
+// queued (what a shutdown left: a long queue, or the objects behind a finalizer that missed
+// the deadline, whose thread may still be inside it) and those of objects dead by now, on
+// this thread, before the collector is destroyed (its destructor frees what is queued
+// unrun). Not in a fork()ed child (collect() refuses there), and never throws: a destructor.
+void finalize_what_is_left(runtime_services& services) noexcept {
+  const std::unique_ptr<gc::collector>& collector = internal::services_access::collector(services);
+  if (!collector) return;  // a bootstrap that failed before the handle table
+  try {
+    (void)collector->collect();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "palrt: runtime destroyed: its last collect() failed (%s); what was queued for "
+                 "finalization is freed without its finalizer\n", e.what());
+  }
+}
+
 }  // namespace
 
 startup_error::startup_error(std::string phase, std::error_code code, const std::string& what)
@@ -87,6 +105,7 @@ runtime::runtime(const options& opts, ordering order)
 
 runtime::~runtime() {
   shutdown();
+  if (fork_generation_ == pal::internal::fork_stamp::now()) finalize_what_is_left(services_);
 }
 
 const shutdown_report& runtime::shutdown() {
@@ -96,6 +115,7 @@ const shutdown_report& runtime::shutdown() {
     // acquire: pairs with the release below (the report of a shutdown done before fork()).
     return shut_down_.load(std::memory_order_acquire) ? shutdown_report_ : forked_child_shutdown;
   }
+  const pal::internal::cancellation_disabled no_cancellation;  // it joins (thread_factory.hpp)
   // call_once: concurrent callers wait for the one doing the work and then read its report.
   std::call_once(shutdown_once_, [this] {
     const std::int64_t t0 = palrt_monotonic_ns();
@@ -112,6 +132,9 @@ std::unique_ptr<runtime> bootstrap(const options& opts) {
 }
 
 std::unique_ptr<runtime> internal::runtime_access::bootstrap(const options& opts, ordering order) {
+  // Not a cancellation point (pal/internal/cancellation.hpp): its phases read /proc (the
+  // thread census, the signal barrier's set-up) and join what they unwind.
+  const pal::internal::cancellation_disabled no_cancellation;
   const std::uint64_t generation = pal::internal::fork_stamp::now();
   if (!claim_process_slot(generation))
     throw startup_error("bootstrap", std::make_error_code(std::errc::device_or_resource_busy),

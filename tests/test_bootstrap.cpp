@@ -25,6 +25,7 @@
 #include "palrt/startup/preload_probe.hpp"
 #include "privileges.hpp"
 #include "kernel_support.hpp"
+#include "cancellation.hpp"
 #include "subprocess.hpp"
 #include "thread_state.hpp"
 
@@ -365,4 +366,37 @@ TEST_CASE("bootstrap: under the preload shim, threads-first registers with one t
   CHECK(has(c.out, "registered_by=preload"));
   CHECK(has(c.out, "strategy=membarrier"));
   CHECK(has(c.out, "fast_path_inferred=1"));
+}
+
+// bootstrap() counts the process's threads in /proc (open and read: cancellation points),
+// shutdown() joins, the runtime's destructor collects: none of them may act on a request
+// pending when they begin (bootstrap.hpp, "Cancellation").
+template <class Driver>
+int boot_with_request_pending(Driver with_request_pending) {
+  bool clean = false;
+  const palrt::testing::cancellation_outcome o = with_request_pending(
+      [&] {
+        startup::options opts;
+        opts.count_threads_at_registration = true;
+        auto rt = startup::bootstrap(opts);
+        clean = rt->shutdown().clean();
+      },
+      {}, {});
+  std::printf("returned=%d acted_after=%d clean=%d\n", o.returned, o.acted_after, clean);
+  return 0;
+}
+PALRT_FRESH_PROCESS(boot_with_cancellation_pending) {
+  return boot_with_request_pending(palrt::testing::call_with_cancel_pending);
+}
+PALRT_FRESH_PROCESS(boot_with_interruption_pending) {
+  return boot_with_request_pending(palrt::testing::call_with_interrupt_pending);
+}
+
+TEST_CASE("bootstrap: bootstrap(), shutdown() and the runtime's destructor are not cancellation points nor interruption points") {
+  for (const char* name : {"boot_with_cancellation_pending", "boot_with_interruption_pending"}) {
+    CAPTURE(name);
+    const auto c = run_fresh(name);
+    CHECK(c.exit_code == 0);
+    CHECK_MESSAGE(c.out == "returned=1 acted_after=1 clean=1\n", c.out << c.err);
+  }
 }

@@ -3,6 +3,7 @@
 // grace periods against readers, cascades, automatic collection, stress and misuse. The
 // finalizer thread's own behaviour is in test_finalizer.cpp.
 #include <doctest/doctest.h>
+#include <pthread.h>
 #include <signal.h>
 
 #include <atomic>
@@ -25,6 +26,7 @@
 #include "palrt/gc/object.hpp"
 #include "palrt/gc/read_section.hpp"
 #include "palrt/gc/typed_handles.hpp"
+#include "cancellation.hpp"
 #include "scale.hpp"
 #include "subprocess.hpp"
 
@@ -566,4 +568,80 @@ TEST_CASE("collector: misuse is reported: an object made without make_object, a 
   CHECK(early.exit_code == 0);
   CHECK(early.out == "survived\n");
   CHECK(early.err.find("palrt: collector destroyed with 1 objects not freed") != std::string::npos);
+}
+
+// --- Cancellation (collector.hpp, "Cancellation") ------------------------------------------
+
+namespace {
+// A finalizer that reaches a cancellation point, as host code does (a write, a read).
+struct reaches_a_cancellation_point : finalizable {
+  static inline std::atomic<int> runs{0};
+  void finalize() override {
+    runs.fetch_add(1);
+    ::pthread_testcancel();
+  }
+};
+}  // namespace
+
+// In a process of its own: had the finalizer's cancellation point acted inside collect(), the
+// unwind would meet the `catch (...)` that contains finalizers' exceptions, and glibc aborts
+// the process when an unwind is swallowed.
+PALRT_FRESH_PROCESS(collect_with_cancellation_pending) {
+  handle_table table;
+  collector gc(table);
+  std::size_t finalized_inline = 0;
+  const palrt::testing::cancellation_outcome o = palrt::testing::call_with_cancel_pending(
+      [&] {
+        make_object<reaches_a_cancellation_point>(gc).reset();
+        finalized_inline = gc.collect().finalized_inline;  // no finalizer thread: runs it here
+      },
+      {}, {});
+  std::printf("returned=%d acted_after=%d finalized_inline=%zu runs=%d\n", o.returned, o.acted_after,
+              finalized_inline, reaches_a_cancellation_point::runs.load());
+  return 0;
+}
+
+TEST_CASE("cancellation: collect() is not a cancellation point, and the finalizers it runs run with cancellation disabled") {
+  const auto c = palrt::testing::run_fresh("collect_with_cancellation_pending");
+  CHECK(c.term_signal == 0);
+  CHECK(c.exit_code == 0);
+  CHECK_MESSAGE(c.out == "returned=1 acted_after=1 finalized_inline=1 runs=1\n", c.out << c.err);
+}
+
+namespace {
+// synchronize() on a thread with a request pending, while a reader holds the grace period
+// for all of it: it must run to its timeout, return false, and the request act right after.
+// The timeout is long enough for its first ten tries (each a process-wide barrier, which a
+// loaded machine may make slow) to pass, so that it reaches the sleeps between later ones.
+template <class Driver>
+void check_synchronize_runs_its_course(Driver with_request_pending) {
+  handle_table table;
+  collector gc(table);
+  std::latch inside(1), may_leave(1);
+  std::thread reader([&] {
+    read_section section;
+    inside.count_down();
+    may_leave.wait();
+  });
+  inside.wait();
+  make_object<node>(gc).reset();
+  REQUIRE(gc.collect().awaiting_grace_period == 1);  // the reader holds it
+  bool drained = true;
+  const palrt::testing::cancellation_outcome o =
+      with_request_pending([&] { drained = gc.synchronize(300ms); }, {}, {});
+  may_leave.count_down();
+  reader.join();
+  CHECK_MESSAGE(o.returned, "synchronize() was unwound: it acted as a cancellation point");
+  CHECK(o.acted_after);
+  CHECK_FALSE(drained);
+  CHECK(gc.synchronize(10s));
+}
+}  // namespace
+
+TEST_CASE("cancellation: synchronize() is not a cancellation point; a pending pthread_cancel acts after it returned") {
+  check_synchronize_runs_its_course(palrt::testing::call_with_cancel_pending);
+}
+
+TEST_CASE("cancellation: synchronize() is not a Boost interruption point; a pending interrupt() acts after it returned") {
+  check_synchronize_runs_its_course(palrt::testing::call_with_interrupt_pending);
 }

@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: MIT
 // The finalizer thread with the embedded collector: the order of short weak, finalizer and
 // long weak; resurrection and re-registration; wait_for_pending_finalizers() and its race;
-// contained exceptions; bounded shutdown with a finalizer that blocks; the bootstrap's
-// services end to end. No test orders events with a sleep.
+// contained exceptions; bounded shutdown with a finalizer that blocks, and who runs what it
+// leaves queued; waits with a cancellation request pending; the bootstrap's services end to
+// end. No test orders events with a sleep.
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <cstdio>
 #include <latch>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -18,7 +21,9 @@
 #include "palrt/gc/handle_table.hpp"
 #include "palrt/gc/internal/finalizer_thread_access.hpp"
 #include "palrt/gc/typed_handles.hpp"
+#include "cancellation.hpp"
 #include "scale.hpp"
+#include "subprocess.hpp"
 #include "thread_state.hpp"
 
 using namespace palrt;
@@ -267,16 +272,19 @@ TEST_CASE("finalizer: waiting without a running finalizer thread says so instead
   CHECK(f.wait_for_pending_finalizers() == pending_finalizers::not_running);
 }
 
+namespace {
+// Records the thread each finalize() ran on.
+struct where : finalizable {
+  explicit where(std::thread::id* t) : ran_on(t) {}
+  std::thread::id* ran_on;
+  void finalize() override {
+    *ran_on = std::this_thread::get_id();
+    finalized.fetch_add(1);
+  }
+};
+}  // namespace
+
 TEST_CASE("finalizer: once the finalizer thread is stopped, collect() runs the finalizers itself; nothing is left pending") {
-  // Records the thread each finalize() ran on.
-  struct where : finalizable {
-    explicit where(std::thread::id* t) : ran_on(t) {}
-    std::thread::id* ran_on;
-    void finalize() override {
-      *ran_on = std::this_thread::get_id();
-      finalized.fetch_add(1);
-    }
-  };
   finalized = 0;
   handle_table table;
   collector gc(table);
@@ -417,14 +425,224 @@ TEST_CASE("finalizer: a blocking finalizer cannot hang shutdown; what was left i
     CHECK_FALSE(f.stop(50ms));  // missed its deadline: detached, shutdown goes on
     CHECK(f.counters().left_at_stop == 6);  // the blocked one and the five behind it
     CHECK(f.wait_for_pending_finalizers() == pending_finalizers::not_running);
-    // The collector frees the five it takes back (their finalizers never run); the blocked
-    // object stays allocated (its finalizer still runs) and the collector says so on stderr.
+    // The five stay queued; the collector's destructor frees them without their finalizers
+    // (collector.hpp); the blocked object stays allocated (its finalizer still runs) and the
+    // collector says so on stderr.
   }
   CHECK(finalized == 0);
   // Let the detached thread finish on its own, with the state it kept alive.
   may_return.set();
   CHECK(palrt::testing::eventually([] { return finalizer_done_with_events.load(std::memory_order_acquire); }));
   CHECK(palrt::testing::eventually([tid] { return !palrt::testing::thread_exists(tid); }));
+}
+
+namespace {
+// Counts its own finalize() calls and where the last one ran; the record outlives the object.
+struct tallied : finalizable {
+  struct record {
+    int runs = 0;
+    std::thread::id ran_on;
+    bool destroyed = false;
+  };
+  explicit tallied(record* r) : rec(r) {}
+  ~tallied() override { rec->destroyed = true; }
+  void finalize() override {
+    ++rec->runs;
+    rec->ran_on = std::this_thread::get_id();
+    finalized.fetch_add(1);
+  }
+  record* rec;
+};
+
+struct tally {
+  int lost = 0, twice = 0, elsewhere = 0, freed = 0;
+};
+tally count_runs(const std::vector<tallied::record>& records, std::thread::id expected_thread) {
+  tally t;
+  for (const auto& r : records) {
+    t.lost += r.runs == 0;
+    t.twice += r.runs > 1;
+    t.elsewhere += r.runs == 1 && r.ran_on != expected_thread;
+    t.freed += r.destroyed;
+  }
+  return t;
+}
+
+// The objects a test queues behind the blocking one.
+constexpr int queued_behind = 100;
+
+// Queues a blocking object and `records.size()` tallied ones behind it in one collect(), and
+// returns once the finalizer thread is inside the blocking one.
+void queue_behind_a_blocking_finalizer(collector& gc, std::vector<tallied::record>& records) {
+  make_object<blocking>(gc).reset();
+  for (auto& r : records) make_object<tallied>(gc, &r).reset();
+  gc.collect();
+  REQUIRE(finalizer_entered->wait_for(10s));
+}
+}  // namespace
+
+TEST_CASE("finalizer: a stop that misses its deadline inside a slow finalizer leaves the rest queued; the next collect() runs them at once") {
+  finalized = 0;
+  finalizer_done_with_events = false;
+  palrt::pal::wake_event entered, may_return;
+  finalizer_entered = &entered;
+  finalizer_may_return = &may_return;
+  std::vector<tallied::record> records(queued_behind);  // first: the objects write theirs when freed
+  handle_table table;
+  collector gc(table);
+  finalizer_thread f(gc);
+  f.start();
+  const pid_t tid = palrt::gc::internal::finalizer_thread_access::thread(f).tid();
+  queue_behind_a_blocking_finalizer(gc, records);
+
+  CHECK_FALSE(f.stop(1ms));  // inside the slow finalizer: missed its deadline, detached
+  CHECK(f.counters().left_at_stop == queued_behind + 1);
+  // The slow one still runs on the detached thread; the ones behind it are not held there.
+  const collection_report r = gc.collect();
+  CHECK(r.finalized_inline == queued_behind);
+  tally t = count_runs(records, std::this_thread::get_id());
+  CHECK_MESSAGE(t.lost == 0, t.lost << " of " << queued_behind << " queued finalizers did not run in collect()");
+  CHECK_MESSAGE(t.twice == 0, t.twice << " finalizers ran twice");
+  CHECK_MESSAGE(t.elsewhere == 0, t.elsewhere << " finalizers ran on another thread than collect()'s caller");
+  CHECK(gc.counters().finalization_pending == 1);  // the slow one
+  CHECK(f.wait_for_pending_finalizers() == pending_finalizers::not_running);
+
+  // The slow one returns: the detached thread hands it back and ends, running nothing more.
+  may_return.set();
+  CHECK(palrt::testing::eventually([] { return finalizer_done_with_events.load(std::memory_order_acquire); }));
+  CHECK(palrt::testing::eventually([&gc] { return gc.counters().finalization_pending == 0; }));
+  CHECK(palrt::testing::eventually([tid] { return !palrt::testing::thread_exists(tid); }));
+  gc.collect();
+  CHECK(gc.counters().objects_freed == queued_behind + 1);
+  t = count_runs(records, std::this_thread::get_id());
+  CHECK(t.twice == 0);
+  CHECK(t.freed == queued_behind);
+}
+
+TEST_CASE("finalizer: started again after a stop that missed its deadline, the new thread runs what the stuck one left") {
+  finalized = 0;
+  finalizer_done_with_events = false;
+  palrt::pal::wake_event entered, may_return;
+  finalizer_entered = &entered;
+  finalizer_may_return = &may_return;
+  std::vector<tallied::record> records(queued_behind);  // first: the objects write theirs when freed
+  handle_table table;
+  collector gc(table);
+  finalizer_thread f(gc);
+  f.start();
+  const pid_t stuck = palrt::gc::internal::finalizer_thread_access::thread(f).tid();
+  queue_behind_a_blocking_finalizer(gc, records);
+  CHECK_FALSE(f.stop(1ms));
+  f.start();  // a new launch, while the detached one still runs the slow finalizer
+  // wait_for_pending_finalizers() would wait for the slow one too (it was queued before):
+  // wait for the count of the others instead.
+  CHECK(palrt::testing::eventually([&gc] { return gc.counters().finalization_pending == 1; }));
+  int on_new_thread = 0;
+  for (const auto& r : records) on_new_thread += r.runs == 1 && r.ran_on != std::this_thread::get_id();
+  CHECK_MESSAGE(on_new_thread == queued_behind, on_new_thread << " of " << queued_behind << " ran once on the new thread");
+  may_return.set();
+  CHECK(palrt::testing::eventually([] { return finalizer_done_with_events.load(std::memory_order_acquire); }));
+  CHECK(palrt::testing::eventually([stuck] { return !palrt::testing::thread_exists(stuck); }));
+  CHECK(f.stop());
+  const tally t = count_runs(records, std::this_thread::get_id());
+  CHECK(t.twice == 0);
+}
+
+TEST_CASE("finalizer: a runtime destroyed while a finalizer that missed the shutdown deadline still runs first runs every finalizer queued behind it") {
+  finalized = 0;
+  finalizer_done_with_events = false;
+  palrt::pal::wake_event entered, may_return;
+  finalizer_entered = &entered;
+  finalizer_may_return = &may_return;
+  std::vector<tallied::record> records(queued_behind);  // first: the objects write theirs when freed
+  startup::options opts;
+  opts.stop_timeout = 1ms;
+  auto rt = startup::bootstrap(opts);
+  const pid_t tid = palrt::gc::internal::finalizer_thread_access::thread(rt->services().finalizer()).tid();
+  queue_behind_a_blocking_finalizer(rt->services().collector(), records);
+
+  const startup::shutdown_report down = rt->shutdown();
+  CHECK(down.not_joined == std::vector<std::string>{"finalizer"});
+  rt.reset();  // while the slow finalizer still runs on the detached thread
+  tally t = count_runs(records, std::this_thread::get_id());
+  CHECK_MESSAGE(t.lost == 0, t.lost << " of " << queued_behind << " queued finalizers never ran");
+  CHECK_MESSAGE(t.twice == 0, t.twice << " finalizers ran twice");
+  CHECK_MESSAGE(t.elsewhere == 0, t.elsewhere << " finalizers ran on another thread than the one destroying the runtime");
+  CHECK(t.freed == queued_behind);  // finalized, then freed with the collector
+
+  may_return.set();
+  CHECK(palrt::testing::eventually([] { return finalizer_done_with_events.load(std::memory_order_acquire); }));
+  CHECK(palrt::testing::eventually([tid] { return !palrt::testing::thread_exists(tid); }));
+  t = count_runs(records, std::this_thread::get_id());
+  CHECK(t.twice == 0);  // the detached thread ran nothing more
+}
+
+PALRT_FRESH_PROCESS(finalizer_blocked_for_good_at_exit) {
+  // The blocking finalizer never returns: its events stay valid for the life of the process.
+  finalizer_entered = new palrt::pal::wake_event;
+  finalizer_may_return = new palrt::pal::wake_event;
+  std::vector<tallied::record> records(queued_behind);  // first: the objects write theirs when freed
+  startup::options opts;
+  opts.stop_timeout = 1ms;
+  auto rt = startup::bootstrap(opts);
+  make_object<blocking>(rt->services().collector()).reset();
+  for (auto& r : records) make_object<tallied>(rt->services().collector(), &r).reset();
+  rt->services().collector().collect();
+  if (!finalizer_entered->wait_for(10s)) return 3;
+  const bool clean = rt->shutdown().clean();
+  rt.reset();
+  const tally t = count_runs(records, std::this_thread::get_id());
+  std::printf("shutdown_clean=%d lost=%d twice=%d elsewhere=%d\n", clean, t.lost, t.twice, t.elsewhere);
+  return 0;  // exits with the finalizer thread still blocked
+}
+
+TEST_CASE("finalizer: a finalizer blocked for good at exit does not hang the process; the ones queued behind it ran") {
+  const auto c = palrt::testing::run_fresh("finalizer_blocked_for_good_at_exit");
+  CHECK_FALSE(c.timed_out);
+  CHECK(c.exit_code == 0);
+  CHECK_MESSAGE(c.out.find("shutdown_clean=0 lost=0 twice=0 elsewhere=0") != std::string::npos, c.out << c.err);
+}
+
+namespace {
+// wait_for_pending_finalizers() on a thread with a cancellation request (or a Boost
+// interruption) pending when it begins, while a finalizer blocks: it must wait until the
+// finalizers ran, return finalized, and the request act right after.
+template <class Driver>
+void check_wait_for_pending_finalizers_runs_its_course(Driver with_request_pending) {
+  finalized = 0;
+  finalizer_done_with_events = false;
+  palrt::pal::wake_event entered, may_return;
+  finalizer_entered = &entered;
+  finalizer_may_return = &may_return;
+  handle_table table;
+  collector gc(table);
+  finalizer_thread f(gc);
+  f.start();
+  make_object<blocking>(gc).reset();
+  for (int i = 0; i < 10; ++i) make_object<counted>(gc).reset();
+  gc.collect();
+  REQUIRE(entered.wait_for(10s));
+  pending_finalizers result = pending_finalizers::timed_out;
+  const palrt::testing::cancellation_outcome o =
+      with_request_pending([&] { result = f.wait_for_pending_finalizers(); }, {}, [&] { may_return.set(); });
+  CHECK_MESSAGE(o.returned, "wait_for_pending_finalizers() was unwound: it acted as a cancellation point");
+  CHECK(o.acted_after);
+  CHECK(result == pending_finalizers::finalized);
+  CHECK(finalized == 10);
+  // The waiter left nothing behind: the next wait works as ever.
+  make_object<counted>(gc).reset();
+  gc.collect();
+  CHECK(f.wait_for_pending_finalizers(10s) == pending_finalizers::finalized);
+  CHECK(finalized == 11);
+}
+}  // namespace
+
+TEST_CASE("cancellation: wait_for_pending_finalizers() is not a cancellation point; a pending pthread_cancel acts after it returned") {
+  check_wait_for_pending_finalizers_runs_its_course(palrt::testing::call_with_cancel_pending);
+}
+
+TEST_CASE("cancellation: wait_for_pending_finalizers() is not a Boost interruption point; a pending interrupt() acts after it returned") {
+  check_wait_for_pending_finalizers_runs_its_course(palrt::testing::call_with_interrupt_pending);
 }
 
 TEST_CASE("finalizer: the bootstrap's services collect and finalize end to end") {

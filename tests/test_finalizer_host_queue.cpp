@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "palrt/gc/finalizer_thread.hpp"
+#include "palrt/pal/wake_event.hpp"
+#include "cancellation.hpp"
 #include "scale.hpp"
 
 using namespace palrt::gc;
@@ -150,4 +152,40 @@ TEST_CASE("finalizer, host queue: a throwing finalizer is contained and counted;
   CHECK(c.last_exception.find("host finalizer failed") != std::string::npos);
   REQUIRE(seen.size() == 1);
   CHECK(seen[0] == "host finalizer failed");
+}
+
+namespace {
+// As for palrt's own queue (test_finalizer.cpp): the host queue's wait runs its course too.
+template <class Driver>
+void check_host_queue_wait_runs_its_course(Driver with_request_pending) {
+  host_queue q;
+  finalizer_thread f(q.source());
+  f.start();
+  palrt::pal::wake_event entered, may_return;
+  std::atomic<int> ran{0};
+  q.push([&] {
+    entered.set();
+    may_return.wait();
+    ran.fetch_add(1);
+  });
+  for (int i = 0; i < 5; ++i) q.push([&] { ran.fetch_add(1); });
+  f.signal_work();
+  REQUIRE(entered.wait_for(10s));
+  pending_finalizers result = pending_finalizers::timed_out;
+  const palrt::testing::cancellation_outcome o =
+      with_request_pending([&] { result = f.wait_for_pending_finalizers(); }, {}, [&] { may_return.set(); });
+  CHECK_MESSAGE(o.returned, "wait_for_pending_finalizers() on a host queue was unwound: it acted as a cancellation point");
+  CHECK(o.acted_after);
+  CHECK(result == pending_finalizers::finalized);
+  CHECK(ran.load() == 6);
+  CHECK(f.stop());
+}
+}  // namespace
+
+TEST_CASE("finalizer, host queue: wait_for_pending_finalizers() is not a cancellation point; a pending pthread_cancel acts after it returned") {
+  check_host_queue_wait_runs_its_course(palrt::testing::call_with_cancel_pending);
+}
+
+TEST_CASE("finalizer, host queue: wait_for_pending_finalizers() is not a Boost interruption point either") {
+  check_host_queue_wait_runs_its_course(palrt::testing::call_with_interrupt_pending);
 }

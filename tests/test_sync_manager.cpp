@@ -26,6 +26,7 @@
 #include "palrt/sync/process_handle.hpp"
 #include "palrt/sync/sync_manager.hpp"
 #include "palrt/sync/wait.hpp"
+#include "cancellation.hpp"
 #include "scale.hpp"
 #include "subprocess.hpp"
 #include "sync_error_of.hpp"
@@ -708,4 +709,49 @@ TEST_CASE("process handles: every handle to one child sees its exit status, from
   auto later = m.open_process(next);
   REQUIRE(sync::wait_one(later, 10s).status == wait_status::signalled);
   CHECK(later.exit_status().code == 4);
+}
+
+// --- Cancellation (sync_manager.hpp, "Cancellation") --------------------------------------
+
+namespace {
+
+// invoke() on a thread with a cancellation request (or a Boost interruption) pending when it
+// begins: it must return the function's result, and the request act right after.
+template <class Driver>
+void check_invoke_runs_its_course(Driver with_request_pending) {
+  {
+    sync::sync_manager m;  // this invoke starts the worker (the lazy start)
+    int got = 0;
+    const auto o = with_request_pending([&] { got = m.invoke(work_priority::normal, [] { return 42; }); }, {}, {});
+    CHECK_MESSAGE(o.returned, "invoke() (starting the worker) was unwound: it acted as a cancellation point");
+    CHECK(o.acted_after);
+    CHECK(got == 42);
+  }
+  // A function that keeps the caller waiting past its spin, parked in the kernel, until the
+  // test lets it return.
+  sync::sync_manager m;
+  m.ensure_worker_started();
+  event_handle may_return(event_reset::manual);
+  int got = 0;
+  const auto o = with_request_pending(
+      [&] {
+        got = m.invoke(work_priority::normal, [&] {
+          (void)sync::wait_one(may_return);
+          return 7;
+        });
+      },
+      {}, [&] { may_return.set(); });
+  CHECK_MESSAGE(o.returned, "invoke() was unwound while its function ran");
+  CHECK(o.acted_after);
+  CHECK(got == 7);
+}
+
+}  // namespace
+
+TEST_CASE("cancellation: invoke() is not a cancellation point; a pending pthread_cancel acts after it returned") {
+  check_invoke_runs_its_course(palrt::testing::call_with_cancel_pending);
+}
+
+TEST_CASE("cancellation: invoke() is not a Boost interruption point; a pending interrupt() acts after it returned") {
+  check_invoke_runs_its_course(palrt::testing::call_with_interrupt_pending);
 }

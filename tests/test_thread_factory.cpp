@@ -7,6 +7,9 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <functional>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -23,11 +26,13 @@
 #include "palrt/startup/internal/baselines.hpp"  // the registration policies
 #include "privileges.hpp"
 #include "kernel_support.hpp"
+#include "cancellation.hpp"
 #include "subprocess.hpp"
 
 using namespace palrt;
 using palrt::testing::membarrier_available;
 using palrt::testing::run_fresh;
+using namespace std::chrono_literals;
 
 namespace {
 
@@ -262,4 +267,67 @@ TEST_CASE("thread factory: a host's start and exit hooks run on each new thread 
   pal::managed_thread bare = pal::start_thread({"bare"}, [] {});
   bare.join();
   CHECK(a.events.size() + b.events.size() == logged);
+}
+
+// --- Cancellation (thread_factory.hpp, managed_thread) ------------------------------------
+
+namespace {
+palrt::pal::wake_event* lingering = nullptr;
+palrt::pal::wake_event* may_leave = nullptr;
+// Holds its thread on the way out, after its body returned: Boost's join then waits for it.
+void linger() {
+  lingering->set();
+  may_leave->wait();
+}
+struct lingers_in_its_destructor {
+  ~lingers_in_its_destructor() { linger(); }
+};
+
+// Joins a thread that is still on its way out (its body returned, so join_for() has seen it
+// finish) from a thread with a request pending. A join unwound half done leaves the
+// managed_thread joinable, which terminates at the end: hence a process of its own.
+template <class Driver>
+int join_a_lingering_thread(Driver with_request_pending, const std::function<void()>& body) {
+  palrt::pal::wake_event entered_exit, leave;
+  lingering = &entered_exit;
+  may_leave = &leave;
+  palrt::pal::managed_thread t = palrt::pal::start_thread({"palrt-lingerer", 0}, body);
+  if (!entered_exit.wait_for(10s)) return 3;
+  bool joined = false;
+  const palrt::testing::cancellation_outcome o =
+      with_request_pending([&] { joined = t.join_for(10s); }, {}, [&] { leave.set(); });
+  std::printf("returned=%d acted_after=%d joined=%d\n", o.returned, o.acted_after, joined);
+  std::fflush(stdout);
+  return 0;
+}
+}  // namespace
+
+// The thread lingers in a thread_local's destructor: after Boost's own exit, inside
+// pthread_join(), a cancellation point.
+PALRT_FRESH_PROCESS(join_with_cancellation_pending) {
+  return join_a_lingering_thread(palrt::testing::call_with_cancel_pending, [] {
+    thread_local lingers_in_its_destructor held;
+    (void)&held;
+  });
+}
+
+// The thread lingers in a Boost at_thread_exit function: Boost's join waits for it on a
+// boost::condition_variable, an interruption point.
+PALRT_FRESH_PROCESS(join_with_interruption_pending) {
+  return join_a_lingering_thread(palrt::testing::call_with_interrupt_pending,
+                                 [] { boost::this_thread::at_thread_exit(&linger); });
+}
+
+TEST_CASE("cancellation: join_for() is not a cancellation point, also while the thread is still on its way out") {
+  const auto c = palrt::testing::run_fresh("join_with_cancellation_pending");
+  CHECK(c.term_signal == 0);
+  CHECK(c.exit_code == 0);
+  CHECK_MESSAGE(c.out == "returned=1 acted_after=1 joined=1\n", c.out << c.err);
+}
+
+TEST_CASE("cancellation: join_for() is not a Boost interruption point, also while the thread is still on its way out") {
+  const auto c = palrt::testing::run_fresh("join_with_interruption_pending");
+  CHECK(c.term_signal == 0);
+  CHECK(c.exit_code == 0);
+  CHECK_MESSAGE(c.out == "returned=1 acted_after=1 joined=1\n", c.out << c.err);
 }

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 // The sync manager's waitable objects and waits: events, semaphores, mutexes (recursion and
-// abandonment), thread handles, wait_one/any/all, timeouts, alertable waits and APCs, and
-// every bad input the API documents. No test orders events with a sleep: a test that needs
+// abandonment), thread handles, wait_one/any/all, timeouts, alertable waits and APCs, waits
+// with a cancellation request pending, and every bad input the API documents. No test orders events with a sleep: a test that needs
 // a thread to be blocked on an object waits (bounded) until the object has that waiter.
 #include <doctest/doctest.h>
+#include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -22,6 +23,7 @@
 #include "palrt/sync/semaphore.hpp"
 #include "palrt/sync/thread_handle.hpp"
 #include "palrt/sync/wait.hpp"
+#include "cancellation.hpp"
 #include "scale.hpp"
 #include "subprocess.hpp"
 #include "sync_error_of.hpp"
@@ -599,6 +601,106 @@ TEST_CASE("APC: queued to a thread that has exited is an error, and the function
   CHECK(message.find("has exited") != std::string::npos);
   CHECK_FALSE(ran);
   CHECK(error_of([&] { sync::queue_apc(sync::thread_handle::current(), nullptr); }) == EINVAL);
+}
+
+// --- Cancellation (wait.hpp, "Cancellation") ---------------------------------------------------
+
+namespace {
+
+using palrt::testing::cancellation_outcome;
+
+// The waits, each on a thread with a cancellation request (or a Boost interruption) pending
+// when it begins: each must run its course and return what it would have without it, and the
+// request act right after. The blocking ones are released once their thread is their waiter.
+template <class Driver>
+void check_waits_run_their_course(Driver with_request_pending) {
+  event_handle unset(event_reset::manual), first(event_reset::automatic), second(event_reset::automatic);
+  wait_status timed = wait_status::signalled, slept = wait_status::signalled, alerted_sleep = wait_status::signalled;
+  sync::wait_result any, all;
+
+  cancellation_outcome o = with_request_pending([&] { timed = sync::wait_one(unset, 1ms).status; }, {}, {});
+  CHECK_MESSAGE(o.returned, "wait_one was unwound: it acted as a cancellation point");
+  CHECK(o.acted_after);
+  CHECK(timed == wait_status::timed_out);
+
+  o = with_request_pending([&] { any = sync::wait_any({unset, first}); },
+                           [&] { return waits_access::waiter_count(first) == 1; }, [&] { first.set(); });
+  CHECK_MESSAGE(o.returned, "wait_any (no timeout) was unwound");
+  CHECK(o.acted_after);
+  CHECK(any.status == wait_status::signalled);
+  CHECK(any.index == 1);
+
+  o = with_request_pending([&] { all = sync::wait_all({first, second}); },
+                           [&] { return waits_access::waiter_count(second) == 1; },
+                           [&] {
+                             first.set();
+                             second.set();
+                           });
+  CHECK_MESSAGE(o.returned, "wait_all (no timeout) was unwound");
+  CHECK(o.acted_after);
+  CHECK(all.status == wait_status::signalled);
+  CHECK_FALSE(signalled_now(first));  // acquired by the wait_all
+  CHECK_FALSE(signalled_now(second));
+
+  o = with_request_pending([&] { slept = sync::sleep_for(1ms); }, {}, {});
+  CHECK_MESSAGE(o.returned, "sleep_for was unwound");
+  CHECK(o.acted_after);
+  CHECK(slept == wait_status::timed_out);
+
+  // An alertable sleep without end, ended by an APC that does nothing of the kind.
+  std::atomic<sync::thread_handle*> sleeper{nullptr};
+  sync::thread_handle sleeper_handle;
+  o = with_request_pending(
+      [&] {
+        sleeper_handle = sync::thread_handle::current();
+        sleeper.store(&sleeper_handle, std::memory_order_release);
+        alerted_sleep = sync::sleep_for(sync::infinite, alertable::yes);
+      },
+      {}, [&] {
+        REQUIRE(eventually([&] { return sleeper.load(std::memory_order_acquire) != nullptr; }));
+        sync::queue_apc(*sleeper.load(std::memory_order_acquire), [] {});
+      });
+  CHECK_MESSAGE(o.returned, "an alertable sleep_for was unwound");
+  CHECK(o.acted_after);
+  CHECK(alerted_sleep == wait_status::alerted);
+}
+
+}  // namespace
+
+TEST_CASE("cancellation: no wait and no sleep_for is a cancellation point; a pending pthread_cancel acts after it returned") {
+  check_waits_run_their_course(palrt::testing::call_with_cancel_pending);
+}
+
+TEST_CASE("cancellation: no wait and no sleep_for is a Boost interruption point; a pending interrupt() acts after it returned") {
+  check_waits_run_their_course(palrt::testing::call_with_interrupt_pending);
+}
+
+TEST_CASE("cancellation: a cancellation point in an APC acts there; the thread leaves the wait, which holds nothing") {
+  event_handle e(event_reset::automatic);
+  std::atomic<sync::thread_handle*> waiter{nullptr};
+  sync::thread_handle waiter_handle;
+  std::atomic<bool> apc_ran{false};
+  const cancellation_outcome o = palrt::testing::call_with_cancel_pending(
+      [&] {
+        waiter_handle = sync::thread_handle::current();
+        waiter.store(&waiter_handle, std::memory_order_release);
+        (void)sync::wait_one(e, sync::infinite, alertable::yes);
+      },
+      [&] { return waits_access::waiter_count(e) == 1; },
+      [&] {
+        sync::queue_apc(*waiter.load(std::memory_order_acquire), [&] {
+          apc_ran.store(true);
+          ::pthread_testcancel();  // host code: the pending request acts here
+        });
+      });
+  CHECK(apc_ran.load());
+  CHECK_FALSE(o.returned);  // unwound from inside the APC, out of the wait
+  // The wait had ended and acquired nothing: the event no longer lists it, and a set is
+  // there for the next wait (not consumed by the dead thread's wait).
+  CHECK(waits_access::waiter_count(e) == 0);
+  e.set();
+  CHECK(signalled_now(e));
+  CHECK(sync::wait_one(waiter_handle, 10s).status == wait_status::signalled);  // its thread has exited
 }
 
 // --- Bad input -------------------------------------------------------------------------------

@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "palrt/pal/fork.hpp"
+#include "palrt/pal/internal/cancellation.hpp"
 #include "palrt/pal/internal/keep_until_exit.hpp"
 #include "palrt/gc/internal/collector_state.hpp"
 #include "palrt/gc/internal/grace_period.hpp"
@@ -316,7 +317,8 @@ void report_inline_exception(collector_state& c, std::exception_ptr error) noexc
 
 // Runs what is queued for finalization while no finalizer thread consumes the queue; the
 // number of finalizers it ran. One thread runs the queue at a time, as the finalizer thread
-// would (finalizers never run concurrently with each other): a caller that finds a drain
+// would (finalizers do not run concurrently with each other, but for the one a finalizer
+// thread that missed its stop deadline may still be running): a caller that finds a drain
 // running leaves its objects to that drain and returns, and the drain goes round again for
 // every request that came in meanwhile. A finalizer that collects is such a caller.
 //   Caller: push (collect(), under the queue's lock); requests.fetch_add (C).
@@ -361,6 +363,7 @@ std::size_t finalize_inline(collector_state& c) {
 }  // namespace
 
 void collect_now(collector_state& c, dead_list_record& mine) {
+  const pal::internal::cancellation_disabled no_cancellation;  // as in collector::collect()
   // What died on this thread only (its own objects, mostly: freed on the CPU that made them,
   // at the same time as other threads free theirs). Every `sweep_every`-th time, also the
   // lists of threads that do not collect their own (they never allocate, or have exited), so
@@ -427,13 +430,18 @@ object* finalization_queue::take_all(std::size_t& n) {
   return first;
 }
 
-void finalization_queue::requeue_front(object* first, object* last, std::size_t n) {
-  if (n == 0) return;
+object* finalization_queue::take_one(bool& emptied) {
   std::lock_guard lock(lock_);
-  collector_state::link(last, head_);
-  head_ = first;
-  if (!tail_) tail_ = last;
-  queued_ += n;
+  object* first = head_;
+  if (!first) {
+    emptied = false;
+    return nullptr;
+  }
+  head_ = detail::object_access::next(*first);
+  if (!head_) tail_ = nullptr;
+  --queued_;
+  emptied = queued_ == 0;
+  return first;
 }
 
 void finalization_queue::complete(std::size_t n) {
@@ -508,6 +516,7 @@ collector::collector(handle_table& table, collector_options options)
 }
 
 collector::~collector() {
+  const pal::internal::cancellation_disabled no_cancellation;  // as in collect()
   internal::collector_state& c = *state_;
   if (c.made.forked()) {
     // A fork()ed child: collecting would take locks that may be held for good. Objects the
@@ -553,6 +562,11 @@ collector::~collector() {
 }
 
 collection_report collector::collect() {
+  // Not a cancellation point (pal/internal/cancellation.hpp): a grace period's barrier may
+  // read /proc (the signal strategy), and the finalizers run here are host code whose own
+  // cancellation points must not act inside finalize_inline(): its `catch (...)` would
+  // swallow the unwind, which glibc answers by aborting the process.
+  const pal::internal::cancellation_disabled no_cancellation;
   collection_report report = internal::run_collection(*state_, true);
   report.finalized_inline = internal::finalize_inline(*state_);  // with collect_lock dropped
   return report;
@@ -561,6 +575,7 @@ collection_report collector::collect() {
 bool collector::synchronize(std::chrono::nanoseconds timeout) {
   internal::collector_state& c = *state_;
   if (c.made.forked()) throw pal::forked_child_error("collector::synchronize");
+  const pal::internal::cancellation_disabled no_cancellation;  // its sleep would be one
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (int attempt = 0;; ++attempt) {
     {

@@ -11,6 +11,7 @@
 
 #include "palrt/core/clock.h"
 #include "palrt/pal/fork.hpp"
+#include "palrt/pal/internal/cancellation.hpp"
 #include "palrt/pal/internal/fork_generation.hpp"
 #include "palrt/gc/internal/collector_state.hpp"
 
@@ -66,45 +67,38 @@ constinit thread_local finalizer_shared* current_finalizer = nullptr;
 void finalizer_shared::drain(const std::atomic<bool>& stop) {
   current_finalizer = this;
   finalization_queue& queue = collector->finalization;
+  std::size_t since_report = 0;
+  collector_state::chain_ref finished;
+  // One clock read per object: each finalizer's time runs from the previous one's end.
+  std::int64_t mark = palrt_monotonic_ns();
+  // One object at a time, oldest first: the thread never holds an object it has not started,
+  // so a stop that misses its deadline inside a finalizer leaves every other object in the
+  // queue, for collect() to run at once (finalizer_thread.hpp, "Shutdown"), and this thread,
+  // once that finalizer returns, sees its stop request here and takes nothing more.
   // acquire, each: pairs with request_stop()'s release (service_thread).
   while (!stop.load(std::memory_order_acquire)) {
-    std::size_t n = 0;
-    object* o = queue.take_all(n);  // O(1) under the queue's lock: collect() never waits long
+    bool emptied = false;
+    object* o = queue.take_one(emptied);  // O(1) under the queue's lock: collect() never waits long
     if (!o) break;
-    std::size_t done = 0, since_report = 0;
-    collector_state::chain_ref finished;
-    // One clock read per object: each finalizer's time runs from the previous one's end.
-    std::int64_t mark = palrt_monotonic_ns();
-    while (o) {
-      if (stop.load(std::memory_order_acquire)) {
-        // Bounded shutdown: the rest goes back, in order, for whoever drains next.
-        object* last = o;
-        while (object* next = finalization_access::next(*last)) last = next;
-        queue.requeue_front(o, last, n - done);
-        break;
-      }
-      object* next = finalization_access::next(*o);  // before finished() relinks o
-      running_since_ns.store(mark, std::memory_order_relaxed);
-      std::exception_ptr error;
-      const auto result = finalization_access::run(*o, error);
-      const std::int64_t now = palrt_monotonic_ns();
-      running_since_ns.store(0, std::memory_order_relaxed);
-      if (now - mark > longest_ns.load(std::memory_order_relaxed)) longest_ns.store(now - mark, std::memory_order_relaxed);
-      mark = now;
-      if (result == finalization_access::outcome::resurrected) resurrected.fetch_add(1, std::memory_order_relaxed);
-      if (error) record(error);
-      finalization_access::finished(*o, result, finished);  // o may be freed once handed back
-      ++done;
-      o = next;
-      // Progress in batches: one hand-back to the collector and one completion (which wakes
-      // wait_for_pending_finalizers() callers) per `batch` objects, and at the end.
-      if (++since_report == options.batch || !o) {
-        report_progress(finished, since_report);
-        since_report = 0;
-      }
+    running_since_ns.store(mark, std::memory_order_relaxed);
+    std::exception_ptr error;
+    const auto result = finalization_access::run(*o, error);
+    const std::int64_t now = palrt_monotonic_ns();
+    running_since_ns.store(0, std::memory_order_relaxed);
+    if (now - mark > longest_ns.load(std::memory_order_relaxed)) longest_ns.store(now - mark, std::memory_order_relaxed);
+    mark = now;
+    if (result == finalization_access::outcome::resurrected) resurrected.fetch_add(1, std::memory_order_relaxed);
+    if (error) record(error);
+    finalization_access::finished(*o, result, finished);  // o may be freed once handed back
+    // Progress in batches: one hand-back to the collector and one completion (which wakes
+    // wait_for_pending_finalizers() callers) per `batch` objects, and whenever the queue runs
+    // empty.
+    if (++since_report == options.batch || emptied) {
+      report_progress(finished, since_report);
+      since_report = 0;
     }
-    if (since_report > 0) report_progress(finished, since_report);  // stopped mid-batch
   }
+  if (since_report > 0) report_progress(finished, since_report);  // stopped mid-batch
 }
 
 void finalizer_shared::drain_host(const std::atomic<bool>& stop) {
@@ -256,6 +250,10 @@ std::chrono::steady_clock::time_point deadline_after(std::chrono::nanoseconds ti
 pending_finalizers finalizer_thread::wait_for_pending_finalizers(std::chrono::nanoseconds timeout) {
   if (shared_->made.forked()) return pending_finalizers::not_running;
   if (internal::current_finalizer == shared_.get()) return pending_finalizers::finalized;
+  // Not a cancellation point (pal/internal/cancellation.hpp), as the sync waits are not: the
+  // condition variable waits below would be one, and unwound there a waiter would leave the
+  // queue's count of waiters raised for good.
+  const pal::internal::cancellation_disabled no_cancellation;
   if (!shared_->collector) {
     internal::finalizer_shared& s = *shared_;
     std::uint64_t target;

@@ -20,6 +20,11 @@
 // down throws startup_error (phase "bootstrap", EBUSY) and starts nothing; once that runtime
 // has shut down, a new bootstrap() may start another.
 //
+// Cancellation: bootstrap(), shutdown() and the runtime's destructor are neither POSIX
+// cancellation points nor Boost interruption points, though they read /proc (the thread
+// census), join threads (pal/thread_factory.hpp) and run finalizers (gc/collector.hpp): a
+// pending pthread_cancel() acts at the caller's next cancellation point after them.
+//
 // After fork() (palrt/pal/fork.hpp): in the child, a runtime bootstrapped before fork() is
 // the parent's. It does not count as the child's runtime, so the child may bootstrap() one of
 // its own. Its shutdown() returns at once and stops nothing, since the threads it would stop
@@ -59,8 +64,9 @@ enum class ordering : unsigned char;
 // The services a runtime owns, each valid from bootstrap() until the runtime is destroyed
 // (a failed bootstrap leaves no runtime at all). shutdown() stops their threads and keeps
 // them: a service used after shutdown() says so as its header describes. Destroyed in
-// reverse order with the runtime: the collector frees what is dead then (objects the host
-// still holds are reported on stderr and left allocated, see collector.hpp).
+// reverse order with the runtime, after its last collect() (~runtime): the collector frees
+// what is dead then (objects the host still holds are reported on stderr and left
+// allocated, see collector.hpp).
 class runtime_services {
  public:
   runtime_services() = default;
@@ -137,7 +143,13 @@ class runtime {
  public:
   runtime(const runtime&) = delete;
   runtime& operator=(const runtime&) = delete;
-  // Shuts down if shutdown() was not called.
+  // Shuts down if shutdown() was not called, then runs one last collect() on the calling
+  // thread before the services are destroyed: the finalizers still queued (what shutdown()
+  // left: a long queue, or those behind a finalizer that missed stop_timeout and may still
+  // run on its detached thread) and those of objects dead by then run there, none twice, as
+  // collect() runs them without a finalizer thread (collector.hpp; a finalizer that blocks
+  // blocks it). What it cannot run (std::bad_alloc) is reported on stderr. In a fork()ed
+  // child it does neither (see "After fork()").
   ~runtime();
 
   const startup_report& report() const noexcept { return report_; }

@@ -43,7 +43,9 @@
 // drains: collect() runs their finalizers itself before it returns, on the calling thread,
 // once it has dropped its lock, oldest first, one at a time (a collect() that finds another
 // thread doing so leaves its objects to that thread, which runs them before it returns).
-// Those left queued by a finalizer thread that stopped are run the same way. Exceptions are
+// Those left queued by a finalizer thread that stopped are run the same way, by the next
+// collect(), all of them, also while a thread that missed its stop deadline is still inside
+// a finalizer (finalizer_thread.hpp: the thread holds only that one). Exceptions are
 // contained as on the finalizer thread: counted (collector_counters), the first reported on
 // stderr, and the others run on. As with the finalizer thread, a finalized object is freed
 // by the next collect(). Automatic collections (collector_options::collect_every) do the
@@ -65,6 +67,15 @@
 // collector's objects must be that collector's table: the typed handles (typed_handles.hpp)
 // see to it. One collector per table: a second collector on a table that a live collector
 // sweeps is refused (std::logic_error, handle_table::claim_for_collector).
+//
+// Cancellation: collect() (the automatic collections too), synchronize() and the destructor
+// are neither POSIX cancellation points nor Boost interruption points, though a grace period
+// may read /proc (the signal barrier) and synchronize() sleeps: a pending pthread_cancel()
+// acts at the caller's next cancellation point after the call. The finalizers collect() runs
+// itself run with cancellation disabled, as on the finalizer thread, which nobody cancels: a
+// cancellation point in one does not act there (the request waits until after collect()),
+// rather than unwind through palrt's containment of finalizers' exceptions, which glibc would
+// answer by aborting the process.
 //
 // After fork() (palrt/pal/fork.hpp): in a child, a collector made before fork() is the
 // parent's (a collection may have held its lock at fork(), and its finalizer thread is gone).

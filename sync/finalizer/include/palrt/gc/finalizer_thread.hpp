@@ -3,8 +3,8 @@
 // dead, so that a collection never waits for host cleanup code.
 //
 // collect() (collector.hpp) queues dead finalizable objects and wakes this thread (an
-// auto-reset event: wake-ups coalesce). The thread takes the whole queue at once and runs it
-// oldest first, reporting progress in batches; each finalize() runs with its exceptions contained: counted, handed to the host's
+// auto-reset event: wake-ups coalesce). The thread takes the objects from the queue one at a
+// time, oldest first, reporting progress in batches; each finalize() runs with its exceptions contained: counted, handed to the host's
 // handler (or, without one, the first reported on stderr), and the thread goes on. A
 // finalized object goes back to the collector, whose next collect() clears its long weak
 // handles and frees it (unless the finalizer resurrected it).
@@ -18,9 +18,16 @@
 // at all) nothing is held silently: collect() runs the finalizers itself, on its caller's
 // thread, after dropping the collector's lock (collector.hpp).
 //
-// Shutdown is bounded: stop() asks the thread to stop after the finalizer that is running
-// (objects not yet run stay queued: `left` in the counters; the next collect() runs them), and
-// joins it within a timeout.
+// Shutdown is bounded: stop() asks the thread to stop after the finalizer that is running, and
+// joins it within a timeout. The thread holds no object but the one whose finalizer runs:
+// every other one stays queued (counters().left_at_stop), and once stop() returned, the next
+// collect() runs them all on its caller's thread (collector.hpp), and start() again hands
+// them to the new thread instead; destroying the bootstrap's runtime runs them too
+// (bootstrap.hpp). That holds when the thread missed the deadline as well: the finalizer that
+// blocks goes on running on the detached thread, alone there, while collect() runs the others
+// (the one case of two finalizers running at once); its object stays allocated until it
+// returns (a collector destroyed meanwhile keeps it, and says so on stderr), and the thread
+// then hands it back and takes nothing more.
 // A finalizer that blocks cannot hang process exit: the thread is detached, keeps the state
 // it uses alive, and finishes on its own if the finalizer ever returns. The counters show
 // the longest finalizer so far and the one running now, so a stuck one is visible.
@@ -30,6 +37,14 @@
 // finalizers on this thread instead of palrt's collector's (see host_finalization_source).
 //
 // The bootstrap starts it through pal's thread factory, after membarrier registration.
+//
+// Cancellation: no member is a POSIX cancellation point or a Boost interruption point
+// (wait_for_pending_finalizers() waits on condition variables with cancellation disabled;
+// start() and stop() start and join through pal's thread factory, thread_factory.hpp), as the
+// sync waits are not (palrt/sync/wait.hpp): a wait runs its course, to its timeout if the
+// finalizers never finish, and a pending pthread_cancel() or boost::thread::interrupt() acts
+// at the caller's next cancellation or interruption point after it.
+//
 // Thread-safe: every member may be called from any thread; the lifecycle calls are
 // serialised by one lock.
 //

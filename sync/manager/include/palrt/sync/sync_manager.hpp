@@ -48,6 +48,13 @@
 // the worker runs: a process that exits after the stop is neither reaped nor signalled (its
 // handle stays unsignalled, so wait on it with a timeout if the manager may stop first).
 //
+// Cancellation: invoke() is neither a POSIX cancellation point nor a Boost interruption
+// point, the call that starts the worker included (pal/thread_factory.hpp): it returns only
+// once the worker is done with the function, which uses the caller's frame, whatever the
+// caller's cancellation state; a pending request acts at the caller's next cancellation or
+// interruption point after it. The other members wait for nothing but the worker's start, and
+// stop() joins it: neither is one either (pal/thread_factory.hpp).
+//
 // Thread-safe: every member may be called from any thread (stop() not from the worker).
 //
 // After fork() (palrt/pal/fork.hpp): in a child, a sync manager made before fork() is the

@@ -34,6 +34,16 @@
 // destructor may wait whenever the thread_local was made, and so may, on the main thread, a
 // global object's destructor after main() returned (thread_handle.hpp).
 //
+// Cancellation: no wait, and no sleep_for, is a POSIX cancellation point (pthread_cancel) or a
+// Boost interruption point (boost::thread::interrupt): each sleeps on a futex, which is
+// neither. A request made before or during a wait stays pending; the wait runs its course
+// (satisfied, timed out or alerted: one without a timeout that nobody satisfies never
+// returns) and the request acts at the thread's next cancellation or interruption point
+// after it, in the host's code. APCs are the host's code: an alertable wait runs them with the
+// thread's cancellation state as the host left it, so a cancellation point in an APC acts
+// there and the thread unwinds out of the wait, which has ended by then: it acquired nothing
+// and no object still lists it.
+//
 // Failure: every wait throws sync_error (handle.hpp) for bad input, having waited for
 // nothing and acquired nothing: EINVAL for no handles, duplicates in wait_all or a negative
 // timeout; E2BIG for more than max_wait_handles; EBADF for a closed handle (naming its index).

@@ -55,11 +55,15 @@ class finalization_queue {
   bool has_consumer() const;
 
   void push(object* first, object* last, std::size_t n);
-  // Everything queued, oldest first, as a chain (null if empty); O(1) under the lock.
+  // Everything queued, oldest first, as a chain (null if empty); O(1) under the lock. For
+  // collect()'s own drain and the collector's destructor.
   object* take_all(std::size_t& n);
-  // Puts objects taken but not run back at the front (a stop request mid-drain).
-  void requeue_front(object* first, object* last, std::size_t n);
-  // The consumer ran `n` more objects (after take_all()); wakes waiters, if any.
+  // The oldest object queued (null if none), O(1) under the lock; `emptied`: it was the last.
+  // The finalizer thread's way: it takes nothing it has not started, so that whoever drains
+  // after it (collect(), a relaunched thread) finds every other object here, even while the
+  // thread is stuck in a finalizer past its stop deadline.
+  object* take_one(bool& emptied);
+  // The consumer ran `n` more objects (after taking them); wakes waiters, if any.
   void complete(std::size_t n);
 
   std::uint64_t enqueued() const noexcept { return enqueued_.load(std::memory_order_acquire); }
