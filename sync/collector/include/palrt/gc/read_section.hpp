@@ -14,8 +14,8 @@
 //   }
 //
 // The reader's side is a load and a plain store on a cache line of its own thread at each
-// end (the epoch and a count in, zero out) and no fence: the reclaimer pays instead, with one process-wide barrier
-// (FlushProcessWriteBuffers, membarrier on Linux) per grace period. This is the asymmetric
+// end (the epoch and a count in, zero out) and no fence: the reclaimer pays instead, with one
+// process-wide barrier (FlushProcessWriteBuffers, membarrier on Linux) per grace period. This is the asymmetric
 // fence of liburcu's memb flavour and folly's asymmetric_thread_fence: a section costs a few
 // nanoseconds, a grace period a few microseconds. (palrt-bench barrier, docs/BENCHMARKS.md.)
 //
