@@ -59,9 +59,11 @@ struct handle_table_state {
   // lock, read with none (block_set.hpp).
   std::mutex all_blocks_lock;
   block_set all_blocks;
-  // Test hook (handle_table_access::set_gated_read_hook).
+  // Test hooks (handle_table_access::set_gated_read_hook, set_slot_walk_hook).
   void (*gated_read_hook)(void*) = nullptr;
   void* gated_read_hook_context = nullptr;
+  void (*slot_walk_hook)(void*) = nullptr;
+  void* slot_walk_hook_context = nullptr;
   // Test hook: the next n block allocations fail as if memory were exhausted.
   std::atomic<int> failing_allocations{0};
   // The collector that sweeps the table (claim_for_collector), or null.

@@ -32,6 +32,9 @@ class handle_table_access {
   // Called by the out-of-line gated read (gated_secondary) between its reads and its second
   // look at the gate: a test closes the gate there. Set it while no gated read runs.
   static void set_gated_read_hook(handle_table& table, void (*hook)(void*), void* context) noexcept;
+  // Called by for_each_slot between finding a slot in use and handing it to the visit (a
+  // test releases the handle there, from another thread). Set it while no walk runs.
+  static void set_slot_walk_hook(handle_table& table, void (*hook)(void*), void* context) noexcept;
   // Called by for_each_secondary_of after each node of a chain it reads (indexed tables):
   // a test releases and reallocates handles there. Set it while no lookup runs.
   static void set_dependent_traversal_hook(handle_table& table, void (*hook)(void*), void* context) noexcept;
