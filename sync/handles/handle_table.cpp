@@ -113,20 +113,27 @@ std::atomic<std::uint64_t> next_table_serial{1};  // 0 is "no table" in the thre
   std::abort();
 }
 
-handle_block* new_block(internal::handle_table_state& state, const handle_table* owner, handle_kind kind) {
-  int failing = state.failing_allocations.load(std::memory_order_relaxed);
-  while (failing > 0 && !state.failing_allocations.compare_exchange_weak(failing, failing - 1,
-                                                                       std::memory_order_relaxed)) {
+// Test hooks: true if `failing` was positive, and counts it down.
+bool take_failure(std::atomic<int>& failing) noexcept {
+  int n = failing.load(std::memory_order_relaxed);
+  while (n > 0 && !failing.compare_exchange_weak(n, n - 1, std::memory_order_relaxed)) {
   }
-  if (failing > 0) throw handle_allocation_error(kind);
-  void* memory = std::aligned_alloc(detail::handle_block_bytes, detail::handle_block_bytes);
+  return n > 0;
+}
+
+handle_block* new_block(internal::handle_table_state& state, const handle_table* owner, handle_kind kind) {
+  if (take_failure(state.failing_allocations)) throw handle_allocation_error(kind);
+  // From the table's chunks, not an aligned_alloc() per block (which costs glibc about twice
+  // the block: block_chunks.hpp).
+  void* memory = state.chunks.carve();
   if (!memory) throw handle_allocation_error(kind);
   std::atomic<void*>* secondaries = nullptr;
   const bool indexed = state.dependents != nullptr;
   if (kind == handle_kind::dependent) {
-    secondaries = static_cast<std::atomic<void*>*>(std::malloc(internal::dependent_side_bytes(indexed)));
+    if (!take_failure(state.failing_secondaries))
+      secondaries = static_cast<std::atomic<void*>*>(std::malloc(internal::dependent_side_bytes(indexed)));
     if (!secondaries) {
-      std::free(memory);
+      state.chunks.give_back(memory);
       throw handle_allocation_error(kind);
     }
     for (std::size_t i = 0; i < detail::handle_block_slots; ++i)
@@ -151,17 +158,18 @@ handle_block* new_block(internal::handle_table_state& state, const handle_table*
       state.all_blocks.insert(block);
     } catch (...) {
       std::free(secondaries);
-      std::free(memory);
+      block->~handle_block();
+      state.chunks.give_back(memory);
       throw handle_allocation_error(kind);
     }
   }
   return block;
 }
 
+// Its memory is its chunk's, freed with the table's state.
 void free_block(handle_block* block) noexcept {
   std::free(block->secondaries);
   block->~handle_block();
-  std::free(block);
 }
 
 // Claims up to `want` free slots of `block` into `cache` (under the kind's lock).
@@ -651,14 +659,16 @@ void* handle_table::gated_secondary(handle h) const noexcept {
 handle_counters handle_table::counters() const {
   handle_counters c;
   void* const marker = detail::free_slot_marker();
+  // The chunks the blocks are carved from (the last one's blocks not carved yet included:
+  // at most 63 KiB), each dependent block's secondaries, the index, the depots, and in
+  // checked builds the set of blocks.
+  c.bytes = state_->chunks.bytes() + state_->all_blocks.bytes();
   for (std::size_t k = 0; k < handle_kind_count; ++k) {
     const handle_kind_state& state = state_->kinds[k];
     const std::size_t blocks = state.block_count.load(std::memory_order_relaxed);
     c.blocks += blocks;
-    c.bytes += blocks * (detail::handle_block_bytes +
-                         (k == static_cast<std::size_t>(handle_kind::dependent)
-                              ? internal::dependent_side_bytes(state_->dependents != nullptr)
-                              : 0));
+    if (k == static_cast<std::size_t>(handle_kind::dependent))
+      c.bytes += blocks * internal::dependent_side_bytes(state_->dependents != nullptr);
     for_each_used_slot(state, [&](handle_block* block, std::size_t i) {
       if (block->slots[i].load(std::memory_order_relaxed) != marker) ++c.handles[k];
     });
@@ -674,6 +684,10 @@ namespace palrt::gc::internal {
 
 void handle_table_access::fail_block_allocations(handle_table& table, int n) noexcept {
   table.state_->failing_allocations.store(n, std::memory_order_relaxed);
+}
+
+void handle_table_access::fail_secondaries_allocations(handle_table& table, int n) noexcept {
+  table.state_->failing_secondaries.store(n, std::memory_order_relaxed);
 }
 
 std::size_t handle_table_access::cached_free_slots(const handle_table& table, handle_kind kind) {

@@ -62,7 +62,9 @@
 // binding, palrt/boehm/collector_binding.hpp), has them read through the gate too.
 //
 // Memory: slots live in 1 KiB blocks aligned to their size, 120 slots each, one kind per
-// block, so a handle finds its block (kind, owner, bitmask) by masking its address. A block's
+// block, so a handle finds its block (kind, owner, bitmask) by masking its address; blocks
+// are carved out of chunks of up to 64 (8.5 bytes per handle, and a few percent more for a
+// growing table's last chunk; counters() reports what the table holds). A block's
 // bitmask has a bit set for each slot handed out of the block; a sweep walks set bits. A
 // thread allocates from a cache of free slots of its own (one per table and kind, up to
 // 256) and releases into it, so the steady state takes no lock and writes no shared cache
@@ -182,7 +184,11 @@ struct handle_counters {
   // Handles allocated and not released, per kind (index: handle_kind).
   std::array<std::size_t, handle_kind_count> handles{};
   std::size_t blocks = 0;  // blocks of all kinds
-  std::size_t bytes = 0;   // memory held by blocks (and dependent blocks' secondaries) and depots
+  // Memory the table holds: the chunks its blocks are carved from (up to 63 KiB of the last
+  // one not carved yet), dependent blocks' secondaries (and index), and the depots; the
+  // process's resident memory grows by as much (within a few percent). Not counted: each
+  // thread's caches of free slots (8 KiB per thread and table it uses).
+  std::size_t bytes = 0;
 };
 
 // One slot as a moving collector sees it (handle_table::for_each_slot): valid during the

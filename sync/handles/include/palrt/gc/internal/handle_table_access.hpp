@@ -15,6 +15,9 @@ class handle_table_access {
  public:
   // The next `n` block allocations of `table` fail as if memory were exhausted.
   static void fail_block_allocations(handle_table& table, int n) noexcept;
+  // The next `n` allocations of a new dependent block's secondaries fail, after the block's
+  // memory was carved from the table's chunks (which must take it back).
+  static void fail_secondaries_allocations(handle_table& table, int n) noexcept;
   // A handle value that points at `address` (for misuse tests: a pointer that is no handle).
   static handle forge(void* address) noexcept { return handle(static_cast<std::atomic<void*>*>(address)); }
   // Free slots in the calling thread's cache of `table` for `kind`.
