@@ -449,6 +449,8 @@ void* handle_table::release_slow(handle h) noexcept {
   const bool gated = block->kind != handle_kind::strong;
   void* old;
   for (;;) {
+    // acquire (gate): the sweeps before it opened are visible. relaxed (closer): only the
+    // closing thread stores its own marker there, and a thread sees its own stores.
     const std::uint32_t g = gate_.load(std::memory_order_acquire);
     if ((g & 1) && gated && gate_closer_.load(std::memory_order_relaxed) != &gate_thread && !state_->made.forked()) {
       wait_for_gate(gate_, gate_waiters_, g);

@@ -509,11 +509,14 @@ inline void* handle_table::release(handle h) noexcept {
         void* const marker = detail::free_slot_marker();
         // The target is read as gated_target() reads it (the gate open before the read and
         // unchanged after it; anything else goes out of line, which waits): a release never
-        // returns a target found dead by a mark whose sweeps have not run. acquire (slot): the
-        // caller may act on the returned target; and the gate's second load stays after it.
+        // returns a target found dead by a mark whose sweeps have not run. acquire (gate): the
+        // sweeps before the gate opened are visible (open_tracking_reads' store). acquire
+        // (slot): the caller may act on the returned target, and the gate's second look,
+        // relaxed, cannot move before it.
         const std::uint32_t g = gate_.load(std::memory_order_acquire);
         void* const old = h.slot_->load(std::memory_order_acquire);
-        if (!(g & 1) && gate_.load(std::memory_order_relaxed) == g && old != marker &&
+        // (Open and unchanged as one test: one branch, not two.)
+        if (((gate_.load(std::memory_order_relaxed) ^ g) | (g & 1)) == 0 && old != marker &&
             cache.count < detail::handle_cache::capacity) [[likely]] {
           // A load and a store, no read-modify-write: see release_slow() for why that is
           // enough for these kinds. release: the caller's uses of the slot come before reuse.
