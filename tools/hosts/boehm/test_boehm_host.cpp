@@ -514,6 +514,8 @@ TEST_CASE("boehm host: a release between the mark and the sweeps waits for them 
   const handle_kind kinds[] = {handle_kind::weak_short, handle_kind::weak_long, handle_kind::dependent};
   auto items = std::make_unique<watched[]>(3 * n);
   auto raw = std::make_unique<void*[]>(n);
+  // No collection until the probe is armed (one would clear some handles before the window).
+  GC_disable();
   for (int k = 0; k < 3; ++k) watch_garbage(&items[k * n], n, kinds[k]);
   struct probe_state {
     watched* items;
@@ -546,6 +548,7 @@ TEST_CASE("boehm host: a release between the mark and the sweeps waits for them 
         st.ran.store(true, std::memory_order_release);
       },
       std::memory_order_release);
+  GC_enable();
   for (int round = 0; round < 3 && !ps.ran.load(std::memory_order_acquire); ++round) GC_gcollect();
   window_probe.store(nullptr);
   if (!ps.go.load()) ps.go.store(true);  // (the probe never ran: the checks below say so)
