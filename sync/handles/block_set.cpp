@@ -44,6 +44,8 @@ void block_set::insert(const void* block) {
     // release: a reader that loads the new table sees it filled.
     current_.store(bigger.get(), std::memory_order_release);
     tables_.push_back(std::move(bigger));  // reserved: cannot throw
+    bytes_.store(bytes_.load(std::memory_order_relaxed) + sizeof(table) + capacity * sizeof(std::atomic<const void*>),
+                 std::memory_order_relaxed);
   } else {
     put(*t, block);
   }

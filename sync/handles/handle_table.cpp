@@ -113,20 +113,27 @@ std::atomic<std::uint64_t> next_table_serial{1};  // 0 is "no table" in the thre
   std::abort();
 }
 
-handle_block* new_block(internal::handle_table_state& state, const handle_table* owner, handle_kind kind) {
-  int failing = state.failing_allocations.load(std::memory_order_relaxed);
-  while (failing > 0 && !state.failing_allocations.compare_exchange_weak(failing, failing - 1,
-                                                                       std::memory_order_relaxed)) {
+// Test hooks: true if `failing` was positive, and counts it down.
+bool take_failure(std::atomic<int>& failing) noexcept {
+  int n = failing.load(std::memory_order_relaxed);
+  while (n > 0 && !failing.compare_exchange_weak(n, n - 1, std::memory_order_relaxed)) {
   }
-  if (failing > 0) throw handle_allocation_error(kind);
-  void* memory = std::aligned_alloc(detail::handle_block_bytes, detail::handle_block_bytes);
+  return n > 0;
+}
+
+handle_block* new_block(internal::handle_table_state& state, const handle_table* owner, handle_kind kind) {
+  if (take_failure(state.failing_allocations)) throw handle_allocation_error(kind);
+  // From the table's chunks, not an aligned_alloc() per block (which costs glibc about twice
+  // the block: block_chunks.hpp).
+  void* memory = state.chunks.carve();
   if (!memory) throw handle_allocation_error(kind);
   std::atomic<void*>* secondaries = nullptr;
   const bool indexed = state.dependents != nullptr;
   if (kind == handle_kind::dependent) {
-    secondaries = static_cast<std::atomic<void*>*>(std::malloc(internal::dependent_side_bytes(indexed)));
+    if (!take_failure(state.failing_secondaries))
+      secondaries = static_cast<std::atomic<void*>*>(std::malloc(internal::dependent_side_bytes(indexed)));
     if (!secondaries) {
-      std::free(memory);
+      state.chunks.give_back(memory);
       throw handle_allocation_error(kind);
     }
     for (std::size_t i = 0; i < detail::handle_block_slots; ++i)
@@ -151,17 +158,18 @@ handle_block* new_block(internal::handle_table_state& state, const handle_table*
       state.all_blocks.insert(block);
     } catch (...) {
       std::free(secondaries);
-      std::free(memory);
+      block->~handle_block();
+      state.chunks.give_back(memory);
       throw handle_allocation_error(kind);
     }
   }
   return block;
 }
 
+// Its memory is its chunk's, freed with the table's state.
 void free_block(handle_block* block) noexcept {
   std::free(block->secondaries);
   block->~handle_block();
-  std::free(block);
 }
 
 // Claims up to `want` free slots of `block` into `cache` (under the kind's lock).
@@ -330,6 +338,19 @@ void handle_table::release_collector(const void* owner) noexcept {
 
 namespace {
 
+// Its address names a thread for the read gate: the closer reads through its own gate.
+thread_local const char gate_thread = 0;
+
+// Waits until the gate is no longer `closed` (odd), for a gated read or release that is not
+// the closer's. seq_cst, then the gate once more: a waiter counts itself before its last
+// look at the gate, so either it sees the gate open or open_tracking_reads() sees it waiting,
+// and wakes it.
+void wait_for_gate(std::atomic<std::uint32_t>& gate, std::atomic<std::uint32_t>& waiters, std::uint32_t closed) noexcept {
+  waiters.fetch_add(1, std::memory_order_seq_cst);
+  if (gate.load(std::memory_order_seq_cst) == closed) pal::internal::futex_wait(gate, closed);
+  waiters.fetch_sub(1, std::memory_order_relaxed);  // relaxed: only a count of sleepers
+}
+
 // The slow paths of allocate() and release(), out of line so that the fast paths (a slot
 // from or to this thread's cache of the table it used last) stay a few instructions with no
 // stack frame to speak of.
@@ -412,17 +433,39 @@ handle handle_table::allocate_slow(handle_kind kind, void* target, void* seconda
 
 void* handle_table::release_slow(handle h) noexcept {
   handle_block* block = block_of(h, "release");
-  // An exchange here, always: a dependent handle's old primary decides who drops its
+  void* const marker = detail::free_slot_marker();
+  // A gated read of the slot, then a compare-exchange from what it read to the marker, always
+  // (an atomic read-modify-write): a dependent handle's old primary decides who drops its
   // secondary (the owner, or the sweep that cleared it), so exactly one of them may see it;
-  // and in checked builds two racing releases of one handle cannot both succeed. The inline
-  // fast path (release builds, the other kinds) does a load and a store instead, half the
-  // cost: a sweep racing it either clears the slot first (the store overwrites its null) or
-  // fails its compare-exchange on the marker, and nobody's ownership depends on the result.
-  // acq_rel: acquire makes the target's last writer's stores visible to the caller (who may
-  // act on the returned target); release orders the caller's last uses of the slot before the
-  // slot's next owner.
-  void* old = h.slot_->exchange(detail::free_slot_marker(), std::memory_order_acq_rel);
-  if (old == detail::free_slot_marker()) misuse("release", h.slot_, "the handle was already released");
+  // and in checked builds two racing releases of one handle cannot both succeed (the loser
+  // reads the marker again). The inline fast path (release builds, the other kinds) does a
+  // load and a store instead, half the cost: a sweep racing it either clears the slot first
+  // (the store overwrites its null) or fails its compare-exchange on the marker, and nobody's
+  // ownership depends on the result.
+  // The read is gated as gated_target()'s is, so that the target returned was in the slot
+  // outside any window between a host's mark and its sweeps; a strong handle's is never
+  // cleared and needs no gate, the closer reads through, and in a fork()ed child nobody opens
+  // a gate that was closed at fork().
+  const bool gated = block->kind != handle_kind::strong;
+  void* old;
+  for (;;) {
+    // acquire (gate): the sweeps before it opened are visible. relaxed (closer): only the
+    // closing thread stores its own marker there, and a thread sees its own stores.
+    const std::uint32_t g = gate_.load(std::memory_order_acquire);
+    if ((g & 1) && gated && gate_closer_.load(std::memory_order_relaxed) != &gate_thread && !state_->made.forked()) {
+      wait_for_gate(gate_, gate_waiters_, g);
+      continue;
+    }
+    old = h.slot_->load(std::memory_order_acquire);
+    if (old == marker) misuse("release", h.slot_, "the handle was already released");
+    // relaxed: after the slot's acquire load. A close between the two looks: read again.
+    if (gated && gate_.load(std::memory_order_relaxed) != g) continue;
+    // acq_rel: acquire makes the target's last writer's stores visible to the caller (who may
+    // act on the returned target); release orders the caller's last uses of the slot before
+    // the slot's next owner. On failure (a sweep cleared the slot, or a racing release or
+    // set_target changed it) the loop reads again.
+    if (h.slot_->compare_exchange_strong(old, marker, std::memory_order_acq_rel, std::memory_order_relaxed)) break;
+  }
   if (block->secondaries) {
     const std::size_t i = block->index_of(h.slot_);
     block->secondaries[i].store(nullptr, std::memory_order_relaxed);
@@ -447,7 +490,11 @@ void* handle_table::release_slow(handle h) noexcept {
 
 void* handle_table::secondary(handle h) const noexcept {
   handle_block* block = block_of(h, "secondary");
-  return block->secondaries ? block->secondaries[block->index_of(h.slot_)].load(std::memory_order_acquire) : nullptr;
+  // Through the primary, as handle_slot::secondary() and gated_secondary() read: a sweep
+  // clears only the primary (clearing the secondary too could not be done safely, the owner
+  // may release the slot and a new handle reuse it the moment the primary is null), so the
+  // secondary of a cleared handle stays in its slot, and only the primary says it is dead.
+  return block->secondaries ? handle_slot(h.slot_, &block->secondaries[block->index_of(h.slot_)]).secondary() : nullptr;
 }
 
 void handle_table::set_secondary(handle h, void* secondary) const noexcept {
@@ -550,6 +597,9 @@ void handle_table::visit_slots(handle_kind kind, void* visit, slot_fn fn) const 
   void* const marker = detail::free_slot_marker();
   for_each_used_slot(state_->kinds[static_cast<std::size_t>(kind)], [&](handle_block* block, std::size_t i) {
     if (block->slots[i].load(std::memory_order_acquire) == marker) return;
+    // The handle may be released from here on (the visit's reads say so: handle_slot).
+    if (auto hook = state_->slot_walk_hook) [[unlikely]]
+      hook(state_->slot_walk_hook_context);
     fn(visit, handle_slot(&block->slots[i], block->secondaries ? &block->secondaries[i] : nullptr));
   });
 }
@@ -559,11 +609,6 @@ std::size_t handle_table::secondaries_of(const void* primary, void* visit, visit
   if (!primary) return 0;
   return state_->dependents->for_each_secondary_of(primary, visit, fn);
 }
-
-namespace {
-// Its address names a thread for the read gate: the closer reads through its own gate.
-thread_local const char gate_thread = 0;
-}  // namespace
 
 void handle_table::close_tracking_reads() noexcept {
   const std::uint32_t g = gate_.load(std::memory_order_relaxed);
@@ -597,9 +642,7 @@ void* handle_table::gated_read_slow(const std::atomic<void*>& slot, const std::a
     const std::uint32_t g = gate_.load(std::memory_order_acquire);
     if (g & 1) {
       if (gate_closer_.load(std::memory_order_relaxed) == &gate_thread) return read();
-      gate_waiters_.fetch_add(1, std::memory_order_seq_cst);
-      if (gate_.load(std::memory_order_seq_cst) == g) pal::internal::futex_wait(gate_, g);
-      gate_waiters_.fetch_sub(1, std::memory_order_relaxed);
+      wait_for_gate(gate_, gate_waiters_, g);
       continue;
     }
     void* t = read();
@@ -618,14 +661,16 @@ void* handle_table::gated_secondary(handle h) const noexcept {
 handle_counters handle_table::counters() const {
   handle_counters c;
   void* const marker = detail::free_slot_marker();
+  // The chunks the blocks are carved from (the last one's blocks not carved yet included:
+  // at most 63 KiB), each dependent block's secondaries, the index, the depots, and in
+  // checked builds the set of blocks.
+  c.bytes = state_->chunks.bytes() + state_->all_blocks.bytes();
   for (std::size_t k = 0; k < handle_kind_count; ++k) {
     const handle_kind_state& state = state_->kinds[k];
     const std::size_t blocks = state.block_count.load(std::memory_order_relaxed);
     c.blocks += blocks;
-    c.bytes += blocks * (detail::handle_block_bytes +
-                         (k == static_cast<std::size_t>(handle_kind::dependent)
-                              ? internal::dependent_side_bytes(state_->dependents != nullptr)
-                              : 0));
+    if (k == static_cast<std::size_t>(handle_kind::dependent))
+      c.bytes += blocks * internal::dependent_side_bytes(state_->dependents != nullptr);
     for_each_used_slot(state, [&](handle_block* block, std::size_t i) {
       if (block->slots[i].load(std::memory_order_relaxed) != marker) ++c.handles[k];
     });
@@ -641,6 +686,10 @@ namespace palrt::gc::internal {
 
 void handle_table_access::fail_block_allocations(handle_table& table, int n) noexcept {
   table.state_->failing_allocations.store(n, std::memory_order_relaxed);
+}
+
+void handle_table_access::fail_secondaries_allocations(handle_table& table, int n) noexcept {
+  table.state_->failing_secondaries.store(n, std::memory_order_relaxed);
 }
 
 std::size_t handle_table_access::cached_free_slots(const handle_table& table, handle_kind kind) {
@@ -663,6 +712,11 @@ std::unique_lock<std::mutex> handle_table_access::hold_all_blocks_lock(handle_ta
 
 std::uint32_t handle_table_access::gate_waiters(const handle_table& table) noexcept {
   return table.gate_waiters_.load(std::memory_order_seq_cst);
+}
+
+void handle_table_access::set_slot_walk_hook(handle_table& table, void (*hook)(void*), void* context) noexcept {
+  table.state_->slot_walk_hook_context = context;
+  table.state_->slot_walk_hook = hook;
 }
 
 void handle_table_access::set_gated_read_hook(handle_table& table, void (*hook)(void*), void* context) noexcept {

@@ -10,7 +10,11 @@
 #include <gc/gc.h>
 #include <gc/gc_mark.h>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <new>
 #include <span>
@@ -38,6 +42,10 @@ struct binding_state {
   int previous_on_demand = 0;
   // Set at MARK_END, cleared at RECLAIM_END (both on the collecting thread, under Boehm's lock).
   bool gate_closed = false;
+  // Set at MARK_START, cleared at PRE_START_WORLD (the same thread, under Boehm's lock): Boehm
+  // pushes the roots in between, so push_roots() finding it clear means this binding's event
+  // callback is no longer called (see push_roots).
+  bool in_mark = false;
   // Counters (relaxed: statistics; the collection's own writes are under Boehm's lock).
   std::atomic<std::uint64_t> collections{0}, weak_short{0}, weak_long{0}, dependent{0}, swept{0}, roots{0},
       notifications{0};
@@ -97,9 +105,37 @@ struct survived {
   }
 };
 
+// One line on stderr and abort, with the world stopped: write(2), not stdio, as a stopped
+// thread may hold stderr's lock.
+[[noreturn]] void die_in_mark(const char* line) noexcept {
+  std::size_t left = std::strlen(line);
+  while (left > 0) {
+    const ssize_t n = ::write(STDERR_FILENO, line, left);
+    if (n <= 0) break;
+    line += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  std::abort();
+}
+
 void GC_CALLBACK push_roots() {
   binding_state* s = current.load(std::memory_order_acquire);
   if (!s) return;
+  // Boehm calls the collection event callback at MARK_START before it pushes any root. If
+  // ours did not see it, someone replaced it (GC_set_on_collection_event after the binding)
+  // without calling it on: this collection would reclaim the targets of weak handles that no
+  // sweep clears, so every weak handle would dangle. Said now, before anything is reclaimed.
+  // (Or Boehm was switched to incremental mode since, whose marking pushes roots outside a
+  // stopped mark.) GC_is_incremental_mode() takes no lock.
+  if (!s->in_mark) {
+    if (GC_is_incremental_mode())
+      die_in_mark("palrt: boehm::collector_binding: Boehm was switched to incremental mode after the binding was "
+                  "made; palrt's handles need a stop-the-world mark\n");
+    die_in_mark("palrt: boehm::collector_binding: a collection is marking without the binding's collection event "
+                "callback (GC_set_on_collection_event() was called after the binding, and its callback does not "
+                "call the one it replaced), so palrt's weak handles would dangle; set yours before the binding "
+                "(it calls it first), or have it call what GC_get_on_collection_event() returned\n");
+  }
   if (s->previous_push) s->previous_push();
   // Pushed a batch at a time from the stack: GC_push_all_eager marks what the words point to
   // at once, so the buffer is free again when it returns.
@@ -124,6 +160,12 @@ void GC_CALLBACK on_collection_event(GC_EventType event) {
   if (s->previous_event) s->previous_event(event);
   gc::handle_table& table = *s->table;
   switch (event) {
+    case GC_EVENT_MARK_START:  // the world is stopped; the roots are pushed next
+      s->in_mark = true;
+      break;
+    case GC_EVENT_PRE_START_WORLD:  // after MARK_END, or after a mark abandoned
+      s->in_mark = false;
+      break;
     case GC_EVENT_MARK_END: {  // the world is stopped
       table.close_tracking_reads();
       s->gate_closed = true;

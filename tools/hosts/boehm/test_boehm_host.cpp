@@ -19,6 +19,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 #include <pthread.h>
+#include <sys/wait.h>
 
 #include <atomic>
 #include <cstdint>
@@ -38,6 +39,7 @@
 #include "palrt/boehm/thread_registration.hpp"
 #include "palrt/gc/finalizer_thread.hpp"
 #include "palrt/gc/handle_table.hpp"
+#include "palrt/gc/internal/handle_table_access.hpp"
 
 using namespace palrt;
 using boehm_host::cell;
@@ -46,6 +48,19 @@ using gc::handle;
 using gc::handle_kind;
 
 namespace {
+
+// The suite's own collection event callback, set before the binding (which calls it first at
+// every event). A test arms `window_probe` to run once at the next GC_EVENT_RECLAIM_START:
+// the world runs again, the binding closed the gate at MARK_END, and no weak handle has been
+// swept yet (the binding sweeps weak-short handles right after this, the others at
+// RECLAIM_END): the window a mutator must not see dead objects through.
+std::atomic<void (*)(void*)> window_probe{nullptr};
+std::atomic<void*> window_probe_context{nullptr};
+void GC_CALLBACK suite_events(GC_EventType event) {
+  if (event != GC_EVENT_RECLAIM_START) return;
+  void* context = window_probe_context.load(std::memory_order_acquire);
+  if (auto probe = window_probe.exchange(nullptr, std::memory_order_acq_rel)) probe(context);
+}
 
 // The process's host: the table, the binding, palrt's finalizer thread serving Boehm's queue.
 struct host {
@@ -447,6 +462,158 @@ TEST_CASE("boehm host: a weak read while a collection is between its mark and it
   CHECK(sh.after_mark.load() > 0);  // the window was read in
 }
 
+namespace {
+
+// A handle to an object nothing else holds, with Boehm's own link on the object as the oracle
+// (a short link for weak-short handles, a long one for the others: cleared when Boehm
+// reclaims it). In malloc memory, which Boehm does not scan.
+struct watched {
+  handle h;
+  void* link = nullptr;
+  void* got = nullptr;  // what a read or release returned
+};
+
+// Made in a frame of their own, so that no stale word of the test's frame keeps one alive.
+[[gnu::noinline]] void watch_garbage(watched* items, int n, handle_kind kind) {
+  host& h = *the_host;
+  for (int i = 0; i < n; ++i) {
+    void* target;
+    if (kind == handle_kind::dependent) {
+      cell* p = boehm_host::make_cell_with([&](std::size_t b) { return h.binding.allocate_traced(b); }, 80'000'000u + i);
+      items[i].h = h.table.allocate(kind, p, boehm_host::make_cell(81'000'000u + i));
+      target = p;
+    } else {
+      target = boehm_host::make_cell(82'000'000u + i);
+      items[i].h = h.table.allocate(kind, target);
+    }
+    items[i].link = target;
+    if (kind == handle_kind::weak_short) GC_general_register_disappearing_link(&items[i].link, target);
+    else GC_register_long_link(&items[i].link, target);
+  }
+}
+
+void unwatch(watched* items, int n, handle_kind kind) {
+  for (int i = 0; i < n; ++i) {
+    if (kind == handle_kind::weak_short) GC_unregister_disappearing_link(&items[i].link);
+    else GC_unregister_long_link(&items[i].link);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("boehm host: a release between the mark and the sweeps waits for them and never returns a dead object") {
+  // Before: release() returned the raw target, so a release in the window between Boehm's
+  // mark and the binding's sweeps (the world runs then) returned an object Boehm had found
+  // dead and then reclaimed. Forced: at RECLAIM_START (the suite's event callback, which the
+  // binding calls first) a mutator is let go to release handles to garbage of each kind, and
+  // the collection goes on only once the mutator waits in the gate, or has released them all.
+  // The control: a raw target() of the weak-short handles there returns their dead objects,
+  // which is why the binding's header has every weak read go through the gate.
+  host& h = *the_host;
+  constexpr int n = 100;
+  const handle_kind kinds[] = {handle_kind::weak_short, handle_kind::weak_long, handle_kind::dependent};
+  auto items = std::make_unique<watched[]>(3 * n);
+  auto raw = std::make_unique<void*[]>(n);
+  // No collection until the probe is armed (one would clear some handles before the window).
+  GC_disable();
+  for (int k = 0; k < 3; ++k) watch_garbage(&items[k * n], n, kinds[k]);
+  struct probe_state {
+    watched* items;
+    void** raw;
+    std::atomic<bool> registered{false}, go{false}, ran{false};
+    std::atomic<int> released{0};
+    int released_in_window = -1;
+  } ps{items.get(), raw.get()};
+  std::thread mutator([&] {
+    boehm::scoped_thread_registration registration;  // takes Boehm's lock: before the collection
+    ps.registered.store(true, std::memory_order_release);
+    while (!ps.go.load(std::memory_order_acquire)) std::this_thread::yield();
+    for (int i = 0; i < 3 * n; ++i) {
+      ps.items[i].got = h.table.release(ps.items[i].h);
+      ps.released.fetch_add(1, std::memory_order_release);
+    }
+  });
+  while (!ps.registered.load(std::memory_order_acquire)) std::this_thread::yield();
+  window_probe_context.store(&ps, std::memory_order_release);
+  window_probe.store(
+      [](void* p) {
+        auto& st = *static_cast<probe_state*>(p);
+        gc::handle_table& table = the_host->table;
+        for (int i = 0; i < n; ++i) st.raw[i] = gc::handle_table::target(st.items[i].h);  // weak-short: the control
+        st.go.store(true, std::memory_order_release);
+        while (st.released.load(std::memory_order_acquire) < 3 * n &&
+               gc::internal::handle_table_access::gate_waiters(table) == 0)
+          std::this_thread::yield();
+        st.released_in_window = st.released.load(std::memory_order_acquire);
+        st.ran.store(true, std::memory_order_release);
+      },
+      std::memory_order_release);
+  GC_enable();
+  for (int round = 0; round < 3 && !ps.ran.load(std::memory_order_acquire); ++round) GC_gcollect();
+  window_probe.store(nullptr);
+  if (!ps.go.load()) ps.go.store(true);  // (the probe never ran: the checks below say so)
+  mutator.join();
+  int dead = 0, stale = 0, raw_dead = 0;
+  for (int i = 0; i < 3 * n; ++i) {
+    if (items[i].link) continue;  // Boehm kept it (a stale word somewhere): nothing to compare
+    ++dead;
+    if (items[i].got) ++stale;
+    if (i < n && raw[i]) ++raw_dead;
+  }
+  INFO(dead << " of " << 3 * n << " objects died in the collection; released in the window before the sweeps: "
+            << ps.released_in_window << "; releases that returned a dead object: " << stale
+            << "; raw weak-short reads in the window that returned one (the control): " << raw_dead);
+  CHECK(ps.ran.load());
+  CHECK(dead >= 3 * n / 2);
+  CHECK(ps.released_in_window == 0);
+  CHECK(stale == 0);
+  CHECK(raw_dead > 0);
+  for (int k = 0; k < 3; ++k) unwatch(&items[k * n], n, kinds[k]);
+}
+
+TEST_CASE("boehm host: a dependent handle whose primary died yields no secondary, through any read") {
+  // Before: once the binding's sweep had cleared a dead primary, secondary() and
+  // handle_slot::secondary() still returned the dead secondary (2000 of 2000, most of them
+  // cells Boehm had handed to new owners); gated_secondary() was right.
+  host& h = *the_host;
+  constexpr int n = 2000;
+  auto items = std::make_unique<watched[]>(n);
+  watch_garbage(items.get(), n, handle_kind::dependent);
+  for (int round = 0; round < 2; ++round) {
+    GC_gcollect();
+    boehm_host::churn_heap(20000);  // the dead secondaries' cells get new owners
+  }
+  int cleared = 0, stale = 0, stale_gated = 0, stale_slots = 0;
+  for (int i = 0; i < n; ++i) {
+    if (h.table.gated_target(items[i].h)) continue;
+    ++cleared;
+    stale += h.table.secondary(items[i].h) != nullptr;
+    stale_gated += h.table.gated_secondary(items[i].h) != nullptr;
+  }
+  // The slot walk a moving collector would make (under Boehm's lock: no sweep runs meanwhile).
+  struct walk {
+    gc::handle_table* table;
+    int* stale;
+  } w{&h.table, &stale_slots};
+  GC_call_with_alloc_lock(
+      [](void* p) -> void* {
+        auto& wk = *static_cast<walk*>(p);
+        wk.table->for_each_slot(handle_kind::dependent, [&](gc::handle_slot slot) {
+          if (!slot.target()) *wk.stale += slot.secondary() != nullptr;
+        });
+        return nullptr;
+      },
+      &w);
+  INFO(cleared << " of " << n << " primaries cleared; secondaries still yielded by secondary(): " << stale
+               << ", gated_secondary(): " << stale_gated << ", handle_slot::secondary(): " << stale_slots);
+  CHECK(cleared >= n / 2);
+  CHECK(stale == 0);
+  CHECK(stale_gated == 0);
+  CHECK(stale_slots == 0);
+  for (int i = 0; i < n; ++i) h.table.release(items[i].h);
+  unwatch(items.get(), n, handle_kind::dependent);
+}
+
 TEST_CASE("boehm host: the identity cache keeps identity for held wrappers and forgets dead ones at the mark") {
   host& h = *the_host;
   boehm::identity_cache cache;
@@ -544,6 +711,10 @@ TEST_CASE("boehm host: a second binding, and a traced object from a table withou
 
 namespace {
 
+[[gnu::noinline]] handle make_weak_to_garbage(gc::handle_table& table) {
+  return table.allocate(handle_kind::weak_short, boehm_host::make_cell(90'000'000u));
+}
+
 int child(const std::string& name) {
   GC_INIT();
   if (name == "incremental") {
@@ -586,6 +757,29 @@ int child(const std::string& name) {
     std::printf("accepted\n");
     return 1;
   }
+  if (name == "event-replaced" || name == "event-chained") {
+    // A host sets its own collection event callback after the binding: replacing the
+    // binding's, or calling it on. A weak handle to garbage must be cleared (chained) or the
+    // collection stopped before it reclaims anything (replaced).
+    gc::handle_table table;
+    boehm::collector_binding binding(table);
+    static GC_on_collection_event_proc replaced = nullptr;
+    static int events = 0;
+    replaced = GC_get_on_collection_event();
+    if (name == "event-replaced")
+      GC_set_on_collection_event([](GC_EventType) { ++events; });
+    else
+      GC_set_on_collection_event([](GC_EventType e) {
+        ++events;
+        replaced(e);
+      });
+    handle weak = make_weak_to_garbage(table);
+    for (int i = 0; i < 5 && table.gated_target(weak); ++i) GC_gcollect();
+    const bool cleared = !table.gated_target(weak);
+    std::printf("%s after %d events: the weak handle was %s\n", name.c_str(), events, cleared ? "cleared" : "not cleared");
+    table.release(weak);
+    return cleared ? 0 : 1;
+  }
   std::fprintf(stderr, "unknown child %s\n", name.c_str());
   return 2;
 }
@@ -623,12 +817,35 @@ TEST_CASE("boehm host: the binding refuses incremental mode, an unindexed table'
   }
 }
 
+TEST_CASE("boehm host: a collection event callback set after the binding must call it on, or the process stops") {
+  // Before: a GC_set_on_collection_event() made after the binding silently disabled it (no
+  // sweep ran, so every weak handle dangled: the child's weak handle kept its reclaimed
+  // object). Now the binding's root push finds that its callback missed the mark's start and
+  // aborts with one line, before Boehm reclaims anything; a callback that calls it on works.
+  int status = -1;
+  std::string out = run_child("event-replaced", status);
+  CAPTURE(out);
+  const bool aborted = (WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT) ||
+                       (WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGABRT);  // through sh -c
+  CHECK(aborted);
+  CHECK(out.find("palrt: boehm::collector_binding: a collection is marking without the binding's collection event "
+                 "callback (GC_set_on_collection_event() was called after the binding") != std::string::npos);
+  CHECK(out.find("the weak handle was") == std::string::npos);  // it stopped at the first collection
+  out = run_child("event-chained", status);
+  CAPTURE(out);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(out.find("event-chained after ") != std::string::npos);
+  CHECK(out.find("the weak handle was cleared") != std::string::npos);
+}
+
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     if (std::strncmp(argv[i], "--child=", 8) == 0) return child(argv[i] + 8);
   self_path = argv[0];
   if (self_path.find('/') == std::string::npos) self_path = "./" + self_path;
   GC_INIT();
+  GC_set_on_collection_event(suite_events);  // before the binding, which calls it first
   int result;
   {
     host h;

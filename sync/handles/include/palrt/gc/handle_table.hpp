@@ -15,7 +15,9 @@
 //               dead after finalization (not if the finalizer resurrected it).
 //   dependent   a weak primary that keeps a secondary alive: while the primary lives the
 //               host treats the secondary as reachable (promote_dependents); when the
-//               primary dies both are cleared. For side tables keyed on objects.
+//               primary dies the sweep clears it and reports the secondary, and from then
+//               the handle yields neither (its secondary reads null). For side tables
+//               keyed on objects.
 //
 // A host GC's mark phase calls the table in this order (CoreCLR's order):
 //   1. mark from the roots, for_each_strong() among them; then promote_dependents() until it
@@ -60,7 +62,9 @@
 // binding, palrt/boehm/collector_binding.hpp), has them read through the gate too.
 //
 // Memory: slots live in 1 KiB blocks aligned to their size, 120 slots each, one kind per
-// block, so a handle finds its block (kind, owner, bitmask) by masking its address. A block's
+// block, so a handle finds its block (kind, owner, bitmask) by masking its address; blocks
+// are carved out of chunks of up to 64 (8.5 bytes per handle, and a few percent more for a
+// growing table's last chunk; counters() reports what the table holds). A block's
 // bitmask has a bit set for each slot handed out of the block; a sweep walks set bits. A
 // thread allocates from a cache of free slots of its own (one per table and kind, up to
 // 256) and releases into it, so the steady state takes no lock and writes no shared cache
@@ -180,21 +184,40 @@ struct handle_counters {
   // Handles allocated and not released, per kind (index: handle_kind).
   std::array<std::size_t, handle_kind_count> handles{};
   std::size_t blocks = 0;  // blocks of all kinds
-  std::size_t bytes = 0;   // memory held by blocks (and dependent blocks' secondaries) and depots
+  // Memory the table holds: the chunks its blocks are carved from (up to 63 KiB of the last
+  // one not carved yet), dependent blocks' secondaries (and index), and the depots; the
+  // process's resident memory grows by as much (within a few percent). Not counted: each
+  // thread's caches of free slots (8 KiB per thread and table it uses).
+  std::size_t bytes = 0;
 };
 
 // One slot as a moving collector sees it (handle_table::for_each_slot): valid during the
-// visit it is passed to.
+// visit it is passed to. Its reads are of the slot as it is now: the handle may have been
+// released since the walk reached it (a mutator the collector does not stop), and a read
+// never yields palrt's free marker then, but null.
 class handle_slot {
  public:
   gc::handle as_handle() const noexcept;
-  void* target() const noexcept { return slot_->load(std::memory_order_acquire); }
+  // The target, or null (none, or released since the walk reached it).
+  void* target() const noexcept {
+    void* t = slot_->load(std::memory_order_acquire);
+    return t == detail::free_slot_marker() ? nullptr : t;
+  }
   // Replaces `from` with `to` if the slot still holds `from` (release): true if it did.
   bool relocate(void* from, void* to) const noexcept {
     return slot_->compare_exchange_strong(from, to, std::memory_order_release, std::memory_order_relaxed);
   }
-  // A dependent handle's secondary (null for the other kinds), and its relocation.
-  void* secondary() const noexcept { return secondary_ ? secondary_->load(std::memory_order_acquire) : nullptr; }
+  // A dependent handle's secondary, as handle_table::secondary() reads it: null for the
+  // other kinds, and while the primary is null (a sweep cleared it, or the handle was
+  // released since the walk reached it). And its relocation.
+  void* secondary() const noexcept {
+    if (!secondary_) return nullptr;
+    // acquire, both: the primary's and the secondary's initialisation (allocate() publishes
+    // them with its release store of the primary) before the host dereferences them.
+    void* primary = slot_->load(std::memory_order_acquire);
+    if (!primary || primary == detail::free_slot_marker()) return nullptr;
+    return secondary_->load(std::memory_order_acquire);
+  }
   bool relocate_secondary(void* from, void* to) const noexcept {
     return secondary_ && secondary_->compare_exchange_strong(from, to, std::memory_order_release,
                                                              std::memory_order_relaxed);
@@ -236,22 +259,35 @@ class handle_table {
   // What the table was made with.
   handle_table_options options() const noexcept;
 
-  // Returns the slot to the table and returns the target it held: null if a sweep had
-  // cleared it. For a dependent handle this is exact, and it is how the owner learns who owns
-  // the secondary: if it returns null, the sweep that cleared the primary reported the
-  // secondary (sweep_weak); otherwise the caller does. For the other kinds it is the value
-  // seen just before the release (a sweep may clear it at the same time). Lock-free, from any
-  // thread. Aborts on misuse (see above).
+  // Returns the slot to the table and returns the target it held, read as gated_target()
+  // reads it (the read gate, below): null if a sweep had cleared it, never a target that a
+  // host's collector found dead and has not swept yet. So a release of a weak or dependent
+  // handle while the gate is closed (between a host's mark and its sweeps; with palrt's Boehm
+  // binding the world runs then) waits for the gate to open, as a gated read does, but on the
+  // thread that closed it and in a fork()ed child (nobody opens it there); a strong handle's
+  // never waits. For a dependent handle the result is exact, and it is how the owner learns
+  // who owns the secondary: if it returns null, the sweep that cleared the primary reported
+  // the secondary (sweep_weak); otherwise the caller does. For the other kinds it is the value
+  // seen just before the release (a host that sweeps without closing the gate, palrt's
+  // embedded collector, may clear it at the same time). Lock-free outside that window, from
+  // any thread. Aborts on misuse (see above).
   void* release(handle h) noexcept;
 
-  // The target (acquire: the target's initialisation, published before it was stored, is
-  // visible). Undefined on a released handle.
+  // The raw read of the target (acquire: the target's initialisation, published before it
+  // was stored, is visible). Undefined on a released handle. Right for strong handles and for
+  // code that knows no collection is between its mark and its sweeps. A weak or dependent
+  // handle of a host whose sweeps come after the world restarts (palrt's Boehm binding, its
+  // weak_short handles included) is read with gated_target() instead: a raw read there may
+  // return an object the collector found dead and then reclaims (the read rule, above).
   static void* target(handle h) noexcept { return h.slot_->load(std::memory_order_acquire); }
   // Stores a new target (release). For a dependent handle, the primary.
   static void set_target(handle h, void* target) noexcept {
     h.slot_->store(target, std::memory_order_release);
   }
-  // A dependent handle's secondary (null for the other kinds).
+  // A dependent handle's secondary: null for the other kinds, and null while the primary is
+  // null, so null once a sweep cleared the primary (sweep_weak reported the secondary then:
+  // it is the host's to reclaim, and the slot keeps no copy a reader could take). The raw
+  // read, as target() is: with the world running during a host's sweeps, gated_secondary().
   void* secondary(handle h) const noexcept;
   // Replaces a dependent handle's secondary. Not atomic with respect to a sweep that clears
   // the primary at the same time (the sweep reports the secondary it read): a host changes
@@ -336,8 +372,10 @@ class handle_table {
   // gated read waits while the gate is closed, and a read that overlapped a close reads again.
   // The thread that closed the gate (the collector) reads through it. Outside collections a
   // gated read is two loads of a read-mostly line beside the slot's. target() stays the raw
-  // read, for code that knows no collection runs (strong and weak_short handles need no gate:
-  // a weak_short target is cleared with the world stopped).
+  // read: right for strong handles, for code that knows no collection runs, and for
+  // weak_short handles only where the host sweeps them before the world runs again. palrt's
+  // Boehm binding sweeps weak_short handles after the world restarts (out of the pause), so
+  // there a weak_short handle is read through the gate too. release() reads through it.
   void close_tracking_reads() noexcept;
   void open_tracking_reads() noexcept;
   void* gated_target(handle h) const noexcept;
@@ -469,9 +507,19 @@ inline void* handle_table::release(handle h) noexcept {
       if (hint.serial == serial_) [[likely]] {
         detail::handle_cache& cache = hint.caches->kinds[static_cast<std::size_t>(block->kind)];
         void* const marker = detail::free_slot_marker();
-        // acquire: the caller may act on the returned target.
+        // The target is read as gated_target() reads it (the gate open before the read and
+        // unchanged after it; anything else goes out of line, which waits): a release never
+        // returns a target found dead by a mark whose sweeps have not run. acquire (gate): the
+        // sweeps before the gate opened are visible (open_tracking_reads' store). acquire
+        // (slot): the caller may act on the returned target, and the gate's second look,
+        // relaxed, cannot move before it. `g` is the gate's value rounded down to even: a
+        // gate closed (odd) at the first look, or moved since, reads as something else at
+        // the second (it only counts up), so one compare tests both. A fraction of a
+        // nanosecond per pair (docs/BENCHMARKS.md).
+        const std::uint32_t g = gate_.load(std::memory_order_acquire) & ~std::uint32_t{1};
         void* const old = h.slot_->load(std::memory_order_acquire);
-        if (old != marker && cache.count < detail::handle_cache::capacity) [[likely]] {
+        if (old != marker && cache.count < detail::handle_cache::capacity &&
+            gate_.load(std::memory_order_relaxed) == g) [[likely]] {
           // A load and a store, no read-modify-write: see release_slow() for why that is
           // enough for these kinds. release: the caller's uses of the slot come before reuse.
           h.slot_->store(marker, std::memory_order_release);

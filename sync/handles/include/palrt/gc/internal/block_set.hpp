@@ -33,6 +33,8 @@ class block_set {
   // From any thread, concurrently with insert(), with no lock.
   bool contains(const void* block) const noexcept;
   std::size_t size() const noexcept { return size_; }  // the inserter's view
+  // The tables' memory, current and replaced (relaxed: a statistic, written by insert()).
+  std::size_t bytes() const noexcept { return bytes_.load(std::memory_order_relaxed); }
 
  private:
   struct table {
@@ -45,6 +47,7 @@ class block_set {
   std::atomic<table*> current_{nullptr};
   std::vector<std::unique_ptr<table>> tables_;  // every table made, the current one last
   std::size_t size_ = 0;
+  std::atomic<std::size_t> bytes_{0};
 };
 
 }  // namespace palrt::gc::internal

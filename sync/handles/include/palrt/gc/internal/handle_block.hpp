@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "palrt/gc/internal/batch_depot.hpp"
+#include "palrt/gc/internal/block_chunks.hpp"
 #include "palrt/gc/internal/block_set.hpp"
 #include "palrt/gc/internal/dependent_index.hpp"
 #include "palrt/pal/internal/fork_generation.hpp"
@@ -50,6 +51,9 @@ struct handle_kind_state {
 };
 
 struct handle_table_state {
+  // The memory of every block of the table (block_chunks.hpp), freed with the state: first,
+  // so that it goes last.
+  block_chunks chunks;
   handle_kind_state kinds[handle_kind_count];
   // Dependent handles by primary (handle_table_options::index_dependents), or null. An
   // indexed table's dependent blocks carry a node per slot after their secondaries
@@ -59,11 +63,15 @@ struct handle_table_state {
   // lock, read with none (block_set.hpp).
   std::mutex all_blocks_lock;
   block_set all_blocks;
-  // Test hook (handle_table_access::set_gated_read_hook).
+  // Test hooks (handle_table_access::set_gated_read_hook, set_slot_walk_hook).
   void (*gated_read_hook)(void*) = nullptr;
   void* gated_read_hook_context = nullptr;
-  // Test hook: the next n block allocations fail as if memory were exhausted.
+  void (*slot_walk_hook)(void*) = nullptr;
+  void* slot_walk_hook_context = nullptr;
+  // Test hooks: the next n block allocations fail as if memory were exhausted; the next n
+  // allocations of a dependent block's secondaries, after its memory was carved.
   std::atomic<int> failing_allocations{0};
+  std::atomic<int> failing_secondaries{0};
   // The collector that sweeps the table (claim_for_collector), or null.
   std::atomic<const void*> claimed_by{nullptr};
   // In a fork()ed child the table is its parent's: nothing takes its locks there.

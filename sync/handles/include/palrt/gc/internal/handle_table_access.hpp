@@ -15,6 +15,9 @@ class handle_table_access {
  public:
   // The next `n` block allocations of `table` fail as if memory were exhausted.
   static void fail_block_allocations(handle_table& table, int n) noexcept;
+  // The next `n` allocations of a new dependent block's secondaries fail, after the block's
+  // memory was carved from the table's chunks (which must take it back).
+  static void fail_secondaries_allocations(handle_table& table, int n) noexcept;
   // A handle value that points at `address` (for misuse tests: a pointer that is no handle).
   static handle forge(void* address) noexcept { return handle(static_cast<std::atomic<void*>*>(address)); }
   // Free slots in the calling thread's cache of `table` for `kind`.
@@ -32,6 +35,9 @@ class handle_table_access {
   // Called by the out-of-line gated read (gated_secondary) between its reads and its second
   // look at the gate: a test closes the gate there. Set it while no gated read runs.
   static void set_gated_read_hook(handle_table& table, void (*hook)(void*), void* context) noexcept;
+  // Called by for_each_slot between finding a slot in use and handing it to the visit (a
+  // test releases the handle there, from another thread). Set it while no walk runs.
+  static void set_slot_walk_hook(handle_table& table, void (*hook)(void*), void* context) noexcept;
   // Called by for_each_secondary_of after each node of a chain it reads (indexed tables):
   // a test releases and reallocates handles there. Set it while no lookup runs.
   static void set_dependent_traversal_hook(handle_table& table, void (*hook)(void*), void* context) noexcept;

@@ -27,10 +27,15 @@
 //                 Boehm clears its own short links.
 //   RECLAIM_END   (after finalization marked what finalizers keep alive) weak-long and
 //                 dependent handles of dead targets are cleared; the gate opens.
-// So, with this binding, a mutator reads every weak and dependent handle through the gate
+// Reads. With this binding a mutator reads every weak and dependent handle through the gate
 // (gated_target, gated_secondary): weak-short targets too, as they are cleared after the
 // world restarts. A gated read waits only while a collection is between its mark and its
-// reclaim; outside one it is two loads. Strong handles read with target().
+// reclaim; outside one it is two loads. target() and secondary() are the raw reads: right
+// for strong handles, and under Boehm's lock (GC_call_with_alloc_lock), where no collection
+// is in progress; on a weak or dependent handle elsewhere they may return an object Boehm
+// found dead at MARK_END and reclaims before the sweeps clear it. release() reads through
+// the gate as well: a release of a weak or dependent handle between a mark and its sweeps
+// waits for them, and returns null for a target they cleared.
 //
 // Rules for the host:
 //   - Targets, secondaries and cached wrappers are Boehm objects, by their base address
@@ -50,6 +55,12 @@
 // One binding per process (Boehm's hooks are process-wide). The constructor chains the hooks
 // it finds (push_other_roots, the collection event callback: theirs run first) and the
 // destructor puts them back; it claims the table for its collector (claim_for_collector).
+// A collection event callback set after the binding must call the one it replaces (what
+// GC_get_on_collection_event() returned): the binding's sweeps run there. One that does not
+// would leave every weak handle to dangle; the binding finds that out at the next
+// collection's mark (its callback did not see the mark start) and prints one line on stderr
+// and aborts, before Boehm reclaims anything. The same if Boehm is switched to incremental
+// mode after the binding.
 #pragma once
 
 #include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
