@@ -266,6 +266,37 @@ PALRT_FRESH_PROCESS(fork_retired_with_reader_at_fork) {
   return 0;
 }
 
+PALRT_FRESH_PROCESS(fork_retired_while_another_thread_reclaims) {
+  static pal::wake_event running, leave;
+  std::thread runner([] {
+    static int cell;
+    gc::retire(&cell, [](void*) noexcept {
+      running.set();
+      leave.wait();  // a reclaim in progress at fork()
+    });
+    gc::reclaim_retired();
+  });
+  running.wait();
+  run_child([] {
+    int mine;
+    gc::retire(&mine, count_reclaim);
+    const bool drained = gc::drain_retired(5s);
+    std::printf("child: drained=%d reclaims=%d\n", drained, retired_reclaims.load());
+    return drained && retired_reclaims.load() == 1 ? 0 : 1;
+  });
+  leave.set();
+  runner.join();
+  return 0;
+}
+
+TEST_CASE("fork: a child's drain does not wait for a reclaim another thread of the parent was running at fork()") {
+  auto p = run_fresh("fork_retired_while_another_thread_reclaims");
+  INFO(p.out, p.err);
+  REQUIRE_FALSE(p.timed_out);
+  CHECK(p.out.find("child: drained=1 reclaims=1") != std::string::npos);
+  CHECK(p.out.find("child exit=0") != std::string::npos);
+}
+
 TEST_CASE("fork: retired memory the parent queued is reclaimed in the child, whose reader records were released") {
   auto p = run_fresh("fork_retired_with_reader_at_fork");
   INFO(p.out, p.err);

@@ -19,7 +19,12 @@
 // leaf held across fork() (fork_generation.hpp), so a child never inherits it held.
 #include "palrt/gc/retire.hpp"
 
+#include <pthread.h>
 #include <sched.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include <algorithm>
 #include <atomic>
@@ -86,7 +91,7 @@ struct retire_queue {
   std::size_t queued = 0;         // batches on the list; guarded by lock
   run_record* runs = nullptr;     // runs in progress; guarded by lock
 
-  retire_queue() { pal::internal::hold_across_fork(lock, pal::internal::fork_lock_rank::leaf); }
+  retire_queue();
 };
 
 retire_queue& queue() {
@@ -125,6 +130,27 @@ struct filling_release {
     queue_filling();
   }
 };
+
+// fork(): in the child, the runs of the parent's other threads will never end (their batches
+// are never run there: retire.hpp). Forgotten, so that a drain in the child does not wait for
+// them; the forking thread's own run (a reclaim that forked) goes on in the child. On the
+// child's only thread, before it can start another: no lock needed (fork() held it).
+void forget_other_threads_runs() noexcept {
+  retire_queue& q = queue();
+  for (run_record** link = &q.runs; *link;)
+    if ((*link)->owner != owner_id())
+      *link = (*link)->next;
+    else
+      link = &(*link)->next;
+}
+
+retire_queue::retire_queue() {
+  pal::internal::hold_across_fork(lock, pal::internal::fork_lock_rank::leaf);
+  if (int err = ::pthread_atfork(nullptr, nullptr, [] { forget_other_threads_runs(); })) {
+    std::fprintf(stderr, "palrt: gc::retire: pthread_atfork: %s\n", std::strerror(err));
+    std::abort();  // a fork()ed child's drains could wait for runs that never end instead
+  }
+}
 
 // Runs, and frees, every queued batch below `oldest` (a scan's verdict): how many reclaims ran.
 std::size_t run_below(std::uint64_t oldest) {

@@ -52,8 +52,9 @@
 // (its memory stays allocated until exit): call drain_retired() where that matters.
 //
 // After fork() (palrt/pal/fork.hpp): what the parent had queued is the child's copy and the
-// child's reclaims run it; a partial batch of one of the parent's other threads is never run
-// in the child (it stays allocated). The forking thread's own partial batch is the child's.
+// child's reclaims run it; a partial batch of one of the parent's other threads, or a batch
+// one of them was running at fork(), is never run in the child (it stays allocated), and a
+// drain in the child does not wait for it. The forking thread's own batches are the child's.
 #pragma once
 
 #include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
