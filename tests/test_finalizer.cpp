@@ -402,6 +402,16 @@ struct blocking : finalizable {
     finalizer_done_with_events.store(true, std::memory_order_release);
   }
 };
+// A case's events for its blocking finalizer, and the counters reset: declare it first.
+struct blocking_events {
+  palrt::pal::wake_event entered, may_return;
+  blocking_events() {
+    finalized = 0;
+    finalizer_done_with_events = false;
+    finalizer_entered = &entered;
+    finalizer_may_return = &may_return;
+  }
+};
 }  // namespace
 
 TEST_CASE("finalizer: a blocking finalizer cannot hang shutdown; what was left is reported") {
@@ -482,11 +492,7 @@ void queue_behind_a_blocking_finalizer(collector& gc, std::vector<tallied::recor
 }  // namespace
 
 TEST_CASE("finalizer: a stop that misses its deadline inside a slow finalizer leaves the rest queued; the next collect() runs them at once") {
-  finalized = 0;
-  finalizer_done_with_events = false;
-  palrt::pal::wake_event entered, may_return;
-  finalizer_entered = &entered;
-  finalizer_may_return = &may_return;
+  blocking_events ev;
   std::vector<tallied::record> records(queued_behind);  // first: the objects write theirs when freed
   handle_table table;
   collector gc(table);
@@ -508,7 +514,7 @@ TEST_CASE("finalizer: a stop that misses its deadline inside a slow finalizer le
   CHECK(f.wait_for_pending_finalizers() == pending_finalizers::not_running);
 
   // The slow one returns: the detached thread hands it back and ends, running nothing more.
-  may_return.set();
+  ev.may_return.set();
   CHECK(palrt::testing::eventually([] { return finalizer_done_with_events.load(std::memory_order_acquire); }));
   CHECK(palrt::testing::eventually([&gc] { return gc.counters().finalization_pending == 0; }));
   CHECK(palrt::testing::eventually([tid] { return !palrt::testing::thread_exists(tid); }));
@@ -520,11 +526,7 @@ TEST_CASE("finalizer: a stop that misses its deadline inside a slow finalizer le
 }
 
 TEST_CASE("finalizer: started again after a stop that missed its deadline, the new thread runs what the stuck one left") {
-  finalized = 0;
-  finalizer_done_with_events = false;
-  palrt::pal::wake_event entered, may_return;
-  finalizer_entered = &entered;
-  finalizer_may_return = &may_return;
+  blocking_events ev;
   std::vector<tallied::record> records(queued_behind);  // first: the objects write theirs when freed
   handle_table table;
   collector gc(table);
@@ -540,7 +542,7 @@ TEST_CASE("finalizer: started again after a stop that missed its deadline, the n
   int on_new_thread = 0;
   for (const auto& r : records) on_new_thread += r.runs == 1 && r.ran_on != std::this_thread::get_id();
   CHECK_MESSAGE(on_new_thread == queued_behind, on_new_thread << " of " << queued_behind << " ran once on the new thread");
-  may_return.set();
+  ev.may_return.set();
   CHECK(palrt::testing::eventually([] { return finalizer_done_with_events.load(std::memory_order_acquire); }));
   CHECK(palrt::testing::eventually([stuck] { return !palrt::testing::thread_exists(stuck); }));
   CHECK(f.stop());
@@ -549,11 +551,7 @@ TEST_CASE("finalizer: started again after a stop that missed its deadline, the n
 }
 
 TEST_CASE("finalizer: a runtime destroyed while a finalizer that missed the shutdown deadline still runs first runs every finalizer queued behind it") {
-  finalized = 0;
-  finalizer_done_with_events = false;
-  palrt::pal::wake_event entered, may_return;
-  finalizer_entered = &entered;
-  finalizer_may_return = &may_return;
+  blocking_events ev;
   std::vector<tallied::record> records(queued_behind);  // first: the objects write theirs when freed
   startup::options opts;
   opts.stop_timeout = 1ms;
@@ -570,7 +568,7 @@ TEST_CASE("finalizer: a runtime destroyed while a finalizer that missed the shut
   CHECK_MESSAGE(t.elsewhere == 0, t.elsewhere << " finalizers ran on another thread than the one destroying the runtime");
   CHECK(t.freed == queued_behind);  // finalized, then freed with the collector
 
-  may_return.set();
+  ev.may_return.set();
   CHECK(palrt::testing::eventually([] { return finalizer_done_with_events.load(std::memory_order_acquire); }));
   CHECK(palrt::testing::eventually([tid] { return !palrt::testing::thread_exists(tid); }));
   t = count_runs(records, std::this_thread::get_id());
@@ -609,11 +607,7 @@ namespace {
 // finalizers ran, return finalized, and the request act right after.
 template <class Driver>
 void check_wait_for_pending_finalizers_runs_its_course(Driver with_request_pending) {
-  finalized = 0;
-  finalizer_done_with_events = false;
-  palrt::pal::wake_event entered, may_return;
-  finalizer_entered = &entered;
-  finalizer_may_return = &may_return;
+  blocking_events ev;
   handle_table table;
   collector gc(table);
   finalizer_thread f(gc);
@@ -621,10 +615,10 @@ void check_wait_for_pending_finalizers_runs_its_course(Driver with_request_pendi
   make_object<blocking>(gc).reset();
   for (int i = 0; i < 10; ++i) make_object<counted>(gc).reset();
   gc.collect();
-  REQUIRE(entered.wait_for(10s));
+  REQUIRE(ev.entered.wait_for(10s));
   pending_finalizers result = pending_finalizers::timed_out;
   const palrt::testing::cancellation_outcome o =
-      with_request_pending([&] { result = f.wait_for_pending_finalizers(); }, {}, [&] { may_return.set(); });
+      with_request_pending([&] { result = f.wait_for_pending_finalizers(); }, {}, [&] { ev.may_return.set(); });
   CHECK_MESSAGE(o.returned, "wait_for_pending_finalizers() was unwound: it acted as a cancellation point");
   CHECK(o.acted_after);
   CHECK(result == pending_finalizers::finalized);
