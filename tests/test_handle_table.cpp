@@ -45,8 +45,12 @@ TEST_CASE("handle table: a handle holds its target until released, and counters 
   gc::handle weak = table.allocate(handle_kind::weak_short, &b);
   gc::handle longw = table.allocate(handle_kind::weak_long, nullptr);
   gc::handle dep = table.allocate(handle_kind::dependent, &a, &c);
+  gc::handle pinned = table.allocate(handle_kind::pinned, &b);
   CHECK(handle_table::target(strong) == &a);
   CHECK(handle_table::target(weak) == &b);
+  CHECK(handle_table::target(pinned) == &b);
+  CHECK(table.kind(pinned) == handle_kind::pinned);
+  CHECK(table.secondary(pinned) == nullptr);
   CHECK(handle_table::target(longw) == nullptr);
   CHECK(table.secondary(dep) == &c);
   CHECK(table.secondary(strong) == nullptr);
@@ -56,14 +60,15 @@ TEST_CASE("handle table: a handle holds its target until released, and counters 
   CHECK(handle_table::target(longw) == &c);
 
   handle_counters n = table.counters();
-  CHECK(n.handles == std::array<std::size_t, 4>{1, 1, 1, 1});
-  CHECK(n.blocks == 4);  // one block per kind
-  CHECK(n.bytes >= 4 * 1024);
+  CHECK(n.handles == std::array<std::size_t, handle_kind_count>{1, 1, 1, 1, 1});
+  CHECK(n.blocks == 5);  // one block per kind
+  CHECK(n.bytes >= 5 * 1024);
 
   CHECK(table.release(strong) == &a);  // release returns what the handle held
   CHECK(table.release(weak) == &b);
   CHECK(table.release(longw) == &c);
   CHECK(table.release(dep) == &a);
+  CHECK(table.release(pinned) == &b);
   CHECK(total(table.counters()) == 0);
 }
 

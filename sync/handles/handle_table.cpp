@@ -35,6 +35,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "palrt/gc/handle_walk.hpp"
 #include "palrt/gc/internal/handle_block.hpp"
 #include "palrt/pal/fork.hpp"
 #include "palrt/gc/internal/handle_table_access.hpp"
@@ -54,6 +55,7 @@ const char* handle_kind_name(handle_kind kind) noexcept {
     case handle_kind::weak_short: return "weak-short";
     case handle_kind::weak_long: return "weak-long";
     case handle_kind::dependent: return "dependent";
+    case handle_kind::pinned: return "pinned";
   }
   return "unknown";
 }
@@ -123,6 +125,12 @@ bool take_failure(std::atomic<int>& failing) noexcept {
 
 handle_block* new_block(internal::handle_table_state& state, const handle_table* owner, handle_kind kind) {
   if (take_failure(state.failing_allocations)) throw handle_allocation_error(kind);
+  // Room in the kind's directory first, so that nothing below needs undoing for it.
+  try {
+    state.kinds[static_cast<std::size_t>(kind)].directory.reserve_one();
+  } catch (const std::bad_alloc&) {
+    throw handle_allocation_error(kind);
+  }
   // From the table's chunks, not an aligned_alloc() per block (which costs glibc about twice
   // the block: block_chunks.hpp).
   void* memory = state.chunks.carve();
@@ -229,6 +237,9 @@ void refill(internal::handle_table_state& state, const handle_table* owner, hand
   block->next.store(k.blocks.load(std::memory_order_relaxed), std::memory_order_relaxed);
   // release: a sweep that finds the block through the list sees it initialised.
   k.blocks.store(block, std::memory_order_release);
+  // To the walks (block_directory.hpp, D), before any of its slots is handed out. It holds
+  // no target yet: old, so that only a full walk visits it until a target is stored.
+  k.directory.add(block, all_generations);
   k.block_count.fetch_add(1, std::memory_order_relaxed);
   k.cursor = block;
   k.free_in_blocks.fetch_add(detail::handle_block_slots, std::memory_order_relaxed);
@@ -239,17 +250,8 @@ void refill(internal::handle_table_state& state, const handle_table* owner, hand
 template <class F>
 void for_each_used_slot(const handle_kind_state& k, F&& f) {
   for (handle_block* block = k.blocks.load(std::memory_order_acquire); block;
-       block = block->next.load(std::memory_order_acquire)) {
-    for (std::size_t word = 0; word < 2; ++word) {
-      // acquire: pairs with A' (a slot claimed since is initialised when we read it).
-      std::uint64_t bits = block->taken[word].load(std::memory_order_acquire);
-      while (bits) {
-        const std::size_t index = word * 64 + static_cast<std::size_t>(std::countr_zero(bits));
-        bits &= bits - 1;
-        f(block, index);
-      }
-    }
-  }
+       block = block->next.load(std::memory_order_acquire))
+    internal::for_each_taken_slot(block, f);
 }
 
 }  // namespace
@@ -415,6 +417,11 @@ handle handle_table::allocate_slow(handle_kind kind, void* target, void* seconda
     slot = hint.caches->kinds[k].slots[--hint.caches->kinds[k].count];
   else
     slot = slot_from_cache_or_block(serial_, *state_, this, kind);
+  // The block young before and after the stores ("Generations", handle_table.hpp).
+  const bool young = target || secondary;
+  if (young) detail::mark_young(slot);
+  if (auto hook = state_->age_window_hook) [[unlikely]]
+    hook(state_->age_window_hook_context);
   if (kind == handle_kind::dependent) {
     handle_block* block = handle_block::of(slot);
     // relaxed: published by the release store of the target below.
@@ -424,10 +431,12 @@ handle handle_table::allocate_slow(handle_kind kind, void* target, void* seconda
       // After the store: a lookup that finds the node sees its primary. Until it is linked,
       // the secondary is the caller's (an argument of this call).
       state_->dependents->link(internal::dependent_nodes(block)[block->index_of(slot)], target);
+      if (young) detail::mark_young(slot);
       return handle(slot);
     }
   }
   slot->store(target, std::memory_order_release);
+  if (young) detail::mark_young(slot);
   return handle(slot);
 }
 
@@ -446,7 +455,7 @@ void* handle_table::release_slow(handle h) noexcept {
   // outside any window between a host's mark and its sweeps; a strong handle's is never
   // cleared and needs no gate, the closer reads through, and in a fork()ed child nobody opens
   // a gate that was closed at fork().
-  const bool gated = block->kind != handle_kind::strong;
+  const bool gated = block->kind != handle_kind::strong && block->kind != handle_kind::pinned;
   void* old;
   for (;;) {
     // acquire (gate): the sweeps before it opened are visible. relaxed (closer): only the
@@ -500,16 +509,17 @@ void* handle_table::secondary(handle h) const noexcept {
 void handle_table::set_secondary(handle h, void* secondary) const noexcept {
   handle_block* block = block_of(h, "set_secondary");
   if (!block->secondaries) misuse("set_secondary", h.slot_, "only a dependent handle has a secondary");
+  if (secondary) detail::mark_young(h.slot_);
+  if (auto hook = state_->age_window_hook) [[unlikely]]
+    hook(state_->age_window_hook_context);
   block->secondaries[block->index_of(h.slot_)].store(secondary, std::memory_order_release);
+  if (secondary) detail::mark_young(h.slot_);
 }
 
 handle_kind handle_table::kind(handle h) const noexcept { return block_of(h, "kind")->kind; }
 
-namespace {
-// A sweep's clear of one slot found holding the dead `target`: 1 if it cleared it (and
-// reported it with its secondary), 0 if the slot changed since it was read.
-std::size_t clear_dead(handle_block* block, std::size_t i, void* target, void* on_cleared,
-                       void (*cleared)(void*, void*, void*)) {
+namespace internal {
+std::size_t clear_dead(handle_block* block, std::size_t i, void* target, void* on_cleared, detail::cleared_fn cleared) {
   // Read before clearing: once the primary is cleared, the owner may release the slot and
   // a new handle reuse it. The slot cannot have been reused for this same target since:
   // nobody allocates a handle to a dead object.
@@ -520,88 +530,43 @@ std::size_t clear_dead(handle_block* block, std::size_t i, void* target, void* o
   if (cleared) cleared(on_cleared, target, secondary);
   return 1;
 }
-}  // namespace
+}  // namespace internal
 
+// The table's own walks: a handle_walk of all generations, run by this thread alone.
 std::size_t handle_table::sweep(handle_kind kind, void* is_alive, predicate_fn alive, void* on_cleared,
                                 cleared_fn cleared) {
-  if (kind == handle_kind::strong || static_cast<std::size_t>(kind) >= handle_kind_count)
-    throw std::invalid_argument("palrt: handle_table::sweep_weak: only weak and dependent handles are swept");
-  void* const marker = detail::free_slot_marker();
-  std::size_t count = 0;
-  for_each_used_slot(state_->kinds[static_cast<std::size_t>(kind)], [&](handle_block* block, std::size_t i) {
-    void* target = block->slots[i].load(std::memory_order_acquire);
-    if (!target || target == marker || alive(is_alive, target)) return;
-    count += clear_dead(block, i, target, on_cleared, cleared);
-  });
-  return count;
-}
-
-void handle_table::visit_strong(void* visit, visit_fn fn) const {
-  void* const marker = detail::free_slot_marker();
-  for_each_used_slot(state_->kinds[static_cast<std::size_t>(handle_kind::strong)], [&](handle_block* block, std::size_t i) {
-    void* target = block->slots[i].load(std::memory_order_acquire);
-    if (target && target != marker) fn(visit, target);
-  });
-}
-
-std::size_t handle_table::promote(void* is_alive, predicate_fn alive, void* mark, visit_fn fn) const {
-  void* const marker = detail::free_slot_marker();
-  std::size_t count = 0;
-  for_each_used_slot(state_->kinds[static_cast<std::size_t>(handle_kind::dependent)], [&](handle_block* block, std::size_t i) {
-    void* primary = block->slots[i].load(std::memory_order_acquire);
-    if (!primary || primary == marker || !alive(is_alive, primary)) return;
-    void* secondary = block->secondaries[i].load(std::memory_order_acquire);
-    if (secondary && !alive(is_alive, secondary)) {
-      fn(mark, secondary);
-      ++count;
-    }
-  });
-  return count;
+  return handle_walk(*this, kind).sweep_erased(is_alive, alive, on_cleared, cleared);
 }
 
 std::size_t handle_table::sweep_batched(handle_kind kind, void* is_alive, batch_fn alive, void* on_cleared,
                                         cleared_fn cleared) {
-  if (kind == handle_kind::strong || static_cast<std::size_t>(kind) >= handle_kind_count)
-    throw std::invalid_argument("palrt: handle_table::sweep_weak_batched: only weak and dependent handles are swept");
-  void* const marker = detail::free_slot_marker();
-  std::size_t count = 0;
-  // On the stack: no allocation, so it may run with the world stopped.
-  void* targets[sweep_batch];
-  bool live[sweep_batch];
-  handle_block* blocks[sweep_batch];
-  std::uint16_t indices[sweep_batch];
-  std::size_t n = 0;
-  auto flush = [&] {
-    alive(is_alive, std::span<void* const>(targets, n), std::span<bool>(live, n));
-    for (std::size_t j = 0; j < n; ++j) {
-      if (!live[j]) count += clear_dead(blocks[j], indices[j], targets[j], on_cleared, cleared);
-    }
-    n = 0;
-  };
-  for_each_used_slot(state_->kinds[static_cast<std::size_t>(kind)], [&](handle_block* block, std::size_t i) {
-    void* target = block->slots[i].load(std::memory_order_acquire);
-    if (!target || target == marker) return;
-    targets[n] = target;
-    live[n] = true;  // a test that sets nothing keeps everything
-    blocks[n] = block;
-    indices[n] = static_cast<std::uint16_t>(i);
-    if (++n == sweep_batch) flush();
-  });
-  if (n) flush();
-  return count;
+  return handle_walk(*this, kind).sweep_batched_erased(is_alive, alive, on_cleared, cleared);
+}
+
+void handle_table::visit_targets(handle_kind kind, void* visit, visit_fn fn) const {
+  handle_walk(*this, kind).for_each_target_erased(visit, fn);
+}
+
+std::size_t handle_table::promote(void* is_alive, predicate_fn alive, void* mark, visit_fn fn) const {
+  return handle_walk(*this, handle_kind::dependent).promote_erased(is_alive, alive, mark, fn);
 }
 
 void handle_table::visit_slots(handle_kind kind, void* visit, slot_fn fn) const {
-  if (static_cast<std::size_t>(kind) >= handle_kind_count)
-    throw std::invalid_argument("palrt: handle_table::for_each_slot: unknown handle kind");
-  void* const marker = detail::free_slot_marker();
-  for_each_used_slot(state_->kinds[static_cast<std::size_t>(kind)], [&](handle_block* block, std::size_t i) {
-    if (block->slots[i].load(std::memory_order_acquire) == marker) return;
-    // The handle may be released from here on (the visit's reads say so: handle_slot).
-    if (auto hook = state_->slot_walk_hook) [[unlikely]]
-      hook(state_->slot_walk_hook_context);
-    fn(visit, handle_slot(&block->slots[i], block->secondaries ? &block->secondaries[i] : nullptr));
-  });
+  handle_walk(*this, kind).for_each_slot_erased(visit, fn);
+}
+
+void handle_table::age_handles(std::uint8_t condemned, std::uint8_t survivors) noexcept {
+  // int: condemned + 1 of all_generations is 256, above every age.
+  const int promoted = std::min<int>(survivors, condemned + 1);
+  for (auto& k : state_->kinds) {
+    const std::size_t n = k.directory.size();
+    for (std::size_t i = 0; i < n; ++i) {
+      std::atomic<std::uint8_t>& age = k.directory.age(i);
+      // relaxed: with the world stopped (see block_directory.hpp).
+      const std::uint8_t a = age.load(std::memory_order_relaxed);
+      if (a <= condemned && a < promoted) age.store(static_cast<std::uint8_t>(promoted), std::memory_order_relaxed);
+    }
+  }
 }
 
 std::size_t handle_table::secondaries_of(const void* primary, void* visit, visit_fn fn) const noexcept {
@@ -671,6 +636,7 @@ handle_counters handle_table::counters() const {
     c.blocks += blocks;
     if (k == static_cast<std::size_t>(handle_kind::dependent))
       c.bytes += blocks * internal::dependent_side_bytes(state_->dependents != nullptr);
+    c.bytes += state.directory.bytes();
     for_each_used_slot(state, [&](handle_block* block, std::size_t i) {
       if (block->slots[i].load(std::memory_order_relaxed) != marker) ++c.handles[k];
     });
@@ -717,6 +683,15 @@ std::uint32_t handle_table_access::gate_waiters(const handle_table& table) noexc
 void handle_table_access::set_slot_walk_hook(handle_table& table, void (*hook)(void*), void* context) noexcept {
   table.state_->slot_walk_hook_context = context;
   table.state_->slot_walk_hook = hook;
+}
+
+void handle_table_access::set_age_window_hook(handle_table& table, void (*hook)(void*), void* context) noexcept {
+  table.state_->age_window_hook_context = context;
+  table.state_->age_window_hook = hook;
+}
+
+std::uint8_t handle_table_access::block_age(handle h) noexcept {
+  return handle_block::of(h.slot_)->age->load(std::memory_order_relaxed);
 }
 
 void handle_table_access::set_gated_read_hook(handle_table& table, void (*hook)(void*), void* context) noexcept {

@@ -18,6 +18,10 @@
 //               primary dies the sweep clears it and reports the secondary, and from then
 //               the handle yields neither (its secondary reads null). For side tables
 //               keyed on objects.
+//   pinned      a root, as strong, whose target a moving collector must not move (CoreCLR's
+//               pinned handles: native code holds the object's address, a buffer handed to
+//               the kernel, say). for_each_strong() visits these too; for_each_pinned(), or a
+//               handle_walk of this kind, gives them alone, before the collector evacuates.
 //
 // A host GC's mark phase calls the table in this order (CoreCLR's order):
 //   1. mark from the roots, for_each_strong() among them; then promote_dependents() until it
@@ -36,7 +40,33 @@
 // palrt's embedded collector (collector.hpp) follows this order with reference counts. Every
 // sweep has a batched form (sweep_weak_batched: the liveness test called once per up to 256
 // targets). A moving collector visits the slots of each kind and relocates their targets
-// (for_each_slot, handle_slot::relocate).
+// (for_each_slot, handle_slot::relocate), or sweeps and relocates a weak kind in one pass
+// (handle_walk::sweep_relocate).
+//
+// Parallel and generational walks: every walk above has a form that several GC threads
+// share, each claiming whole blocks, and that a young collection limits to the handles that
+// can point into the generations it condemns: palrt/gc/handle_walk.hpp. The table's own
+// walks are those walks, made for all generations and run by the calling thread alone.
+//
+// Generations (ages). Each block of 120 handles has an age: the lowest generation any target
+// in it may be in. A block is young (age 0) from the moment a target is stored in it
+// (allocate, set_target, set_secondary: a load of the age byte, and a store when it was not
+// 0 already, before the target's store and again after it), so a handle stored since the last
+// collection is always in a young block. A collection that condemns generations 0..g walks
+// the blocks of age <= g (handle_walk(table, kind, g)); at its end, with the world still
+// stopped, the host calls age_handles(g, s), where s is the lowest generation the survivors of
+// the condemned generations now are in (1 for a two-generation collector that copies a
+// nursery's survivors into the old space; 0 for one whose survivors stay young for a while),
+// and the blocks walked take age min(s, g + 1) (never lower than they were). A block's age is
+// a promise about every target in it, so a young target stored into a block of old handles
+// makes the whole block young: the cost of a young collection is in proportion to the blocks
+// written since the last one (and at most all of them). Ages need the world stopped for the
+// generational walks and age_handles(): a mutator stopped by a signal between its age store
+// and its target store is covered by its second look at the age, which it makes on resuming
+// (the collection may have aged the block meanwhile), but a running mutator is not ordered
+// with a running collector. A collector that never names a generation (palrt's embedded
+// one, the Boehm and CPython bindings) walks everything, and ages cost it one byte load per
+// store.
 //
 // With the world stopped (a host that suspends its mutators to mark or sweep: Boehm at
 // GC_EVENT_MARK_END, a JVM at a safepoint), a stopped thread may be anywhere in the table,
@@ -136,6 +166,7 @@
 #include <type_traits>
 
 #include "palrt/gc/detail/handle_fast_path.hpp"
+#include "palrt/gc/detail/walk_callbacks.hpp"
 
 namespace palrt::gc {
 
@@ -144,8 +175,11 @@ class handle_table_access;
 struct handle_table_state;
 }  // namespace internal
 
-enum class handle_kind : std::uint8_t { strong, weak_short, weak_long, dependent };
-inline constexpr std::size_t handle_kind_count = 4;
+enum class handle_kind : std::uint8_t { strong, weak_short, weak_long, dependent, pinned };
+inline constexpr std::size_t handle_kind_count = 5;
+// A collection's condemned generations, for handle_walk and age_handles(): every one. The
+// generations below it (0..254) are the host's; palrt only compares them.
+inline constexpr std::uint8_t all_generations = 255;
 static_assert(handle_kind_count == detail::handle_kinds);
 const char* handle_kind_name(handle_kind kind) noexcept;  // "strong", "weak-short", ...
 
@@ -225,6 +259,7 @@ class handle_slot {
 
  private:
   friend class handle_table;
+  friend class handle_walk;
   handle_slot(std::atomic<void*>* slot, std::atomic<void*>* secondary) noexcept : slot_(slot), secondary_(secondary) {}
   std::atomic<void*>* slot_;
   std::atomic<void*>* secondary_;
@@ -264,8 +299,8 @@ class handle_table {
   // host's collector found dead and has not swept yet. So a release of a weak or dependent
   // handle while the gate is closed (between a host's mark and its sweeps; with palrt's Boehm
   // binding the world runs then) waits for the gate to open, as a gated read does, but on the
-  // thread that closed it and in a fork()ed child (nobody opens it there); a strong handle's
-  // never waits. For a dependent handle the result is exact, and it is how the owner learns
+  // thread that closed it and in a fork()ed child (nobody opens it there); a strong or pinned
+  // handle's never waits. For a dependent handle the result is exact, and it is how the owner learns
   // who owns the secondary: if it returns null, the sweep that cleared the primary reported
   // the secondary (sweep_weak); otherwise the caller does. For the other kinds it is the value
   // seen just before the release (a host that sweeps without closing the gate, palrt's
@@ -281,8 +316,11 @@ class handle_table {
   // return an object the collector found dead and then reclaims (the read rule, above).
   static void* target(handle h) noexcept { return h.slot_->load(std::memory_order_acquire); }
   // Stores a new target (release). For a dependent handle, the primary.
+  // Makes its block young ("Generations", above) before and after the store.
   static void set_target(handle h, void* target) noexcept {
+    if (target) detail::mark_young(h.slot_);
     h.slot_->store(target, std::memory_order_release);
+    if (target) detail::mark_young(h.slot_);
   }
   // A dependent handle's secondary: null for the other kinds, and null while the primary is
   // null, so null once a sweep cleared the primary (sweep_weak reported the secondary then:
@@ -307,12 +345,12 @@ class handle_table {
   // alone. Throws std::invalid_argument for kind == strong.
   template <class IsAlive, class OnCleared>
   std::size_t sweep_weak(handle_kind kind, IsAlive&& is_alive, OnCleared&& on_cleared) {
-    return sweep(kind, erase(is_alive), &call_predicate<std::remove_reference_t<IsAlive>>, erase(on_cleared),
-                 &call_cleared<std::remove_reference_t<OnCleared>>);
+    return sweep(kind, detail::erase(is_alive), &detail::call_predicate<std::remove_reference_t<IsAlive>>, detail::erase(on_cleared),
+                 &detail::call_cleared<std::remove_reference_t<OnCleared>>);
   }
   template <class IsAlive>
   std::size_t sweep_weak(handle_kind kind, IsAlive&& is_alive) {
-    return sweep(kind, erase(is_alive), &call_predicate<std::remove_reference_t<IsAlive>>, nullptr, nullptr);
+    return sweep(kind, detail::erase(is_alive), &detail::call_predicate<std::remove_reference_t<IsAlive>>, nullptr, nullptr);
   }
   // The same with the liveness test called once per batch of up to sweep_batch targets:
   // is_alive(std::span<void* const> targets, std::span<bool> alive) sets alive[i] for each.
@@ -321,24 +359,31 @@ class handle_table {
   static constexpr std::size_t sweep_batch = 256;
   template <class IsAliveBatch, class OnCleared>
   std::size_t sweep_weak_batched(handle_kind kind, IsAliveBatch&& is_alive, OnCleared&& on_cleared) {
-    return sweep_batched(kind, erase(is_alive), &call_batch<std::remove_reference_t<IsAliveBatch>>,
-                         erase(on_cleared), &call_cleared<std::remove_reference_t<OnCleared>>);
+    return sweep_batched(kind, detail::erase(is_alive), &detail::call_batch<std::remove_reference_t<IsAliveBatch>>,
+                         detail::erase(on_cleared), &detail::call_cleared<std::remove_reference_t<OnCleared>>);
   }
   template <class IsAliveBatch>
   std::size_t sweep_weak_batched(handle_kind kind, IsAliveBatch&& is_alive) {
-    return sweep_batched(kind, erase(is_alive), &call_batch<std::remove_reference_t<IsAliveBatch>>, nullptr, nullptr);
+    return sweep_batched(kind, detail::erase(is_alive), &detail::call_batch<std::remove_reference_t<IsAliveBatch>>, nullptr, nullptr);
   }
-  // Calls visit(target) for every non-null target of a strong handle.
+  // Calls visit(target) for every non-null target of a strong or pinned handle: the roots.
   template <class Visit>
   void for_each_strong(Visit&& visit) const {
-    visit_strong(erase(visit), &call_visit<std::remove_reference_t<Visit>>);
+    visit_targets(handle_kind::strong, detail::erase(visit), &detail::call_visit<std::remove_reference_t<Visit>>);
+    visit_targets(handle_kind::pinned, detail::erase(visit), &detail::call_visit<std::remove_reference_t<Visit>>);
+  }
+  // Calls visit(target) for every non-null target of a pinned handle: what a moving collector
+  // must not move (called before it evacuates; they are roots too, for_each_strong()).
+  template <class Visit>
+  void for_each_pinned(Visit&& visit) const {
+    visit_targets(handle_kind::pinned, detail::erase(visit), &detail::call_visit<std::remove_reference_t<Visit>>);
   }
   // For every dependent handle whose primary is alive and whose secondary is not, calls
   // mark(secondary). Returns how many it marked; the host repeats until it returns 0.
   template <class IsAlive, class Mark>
   std::size_t promote_dependents(IsAlive&& is_alive, Mark&& mark) const {
-    return promote(erase(is_alive), &call_predicate<std::remove_reference_t<IsAlive>>, erase(mark),
-                   &call_visit<std::remove_reference_t<Mark>>);
+    return promote(detail::erase(is_alive), &detail::call_predicate<std::remove_reference_t<IsAlive>>, detail::erase(mark),
+                   &detail::call_visit<std::remove_reference_t<Mark>>);
   }
 
   // For a collector's per-object mark procedure (table made with index_dependents; aborts
@@ -351,7 +396,7 @@ class handle_table {
   // moment it runs may be missed (its secondary is in the allocating caller's hands).
   template <class Visit>
   std::size_t for_each_secondary_of(const void* primary, Visit&& visit) const noexcept {
-    return secondaries_of(primary, erase(visit), &call_visit<std::remove_reference_t<Visit>>);
+    return secondaries_of(primary, detail::erase(visit), &detail::call_visit<std::remove_reference_t<Visit>>);
   }
 
   // For a moving collector: calls visit(slot) with a handle_slot for every handle of `kind`
@@ -361,7 +406,7 @@ class handle_table {
   // rule that keeps mutators off the slots it moves.
   template <class Visit>
   void for_each_slot(handle_kind kind, Visit&& visit) const {
-    visit_slots(kind, erase(visit), &call_slot<std::remove_reference_t<Visit>>);
+    visit_slots(kind, detail::erase(visit), &detail::call_slot<std::remove_reference_t<Visit>>);
   }
 
   // The read rule for weak_long and dependent handles while a collection is in progress
@@ -394,47 +439,33 @@ class handle_table {
   void claim_for_collector(const void* owner);
   void release_collector(const void* owner) noexcept;
 
+  // Ages the blocks after a collection that condemned generations 0..condemned, with the
+  // world still stopped (see "Generations" at the top of this file): every block whose age
+  // is at most `condemned` takes age max(age, min(survivors, condemned + 1)), where
+  // `survivors` is the lowest generation the collection left its survivors in. Called once
+  // per collection, by one thread, after the collection's last walk. Reads one byte per block
+  // of every kind; takes no lock, allocates nothing.
+  void age_handles(std::uint8_t condemned, std::uint8_t survivors) noexcept;
+
   // A snapshot, not atomic across kinds: walks every block (microseconds per thousand
   // blocks); for reports, not for a fast path.
   handle_counters counters() const;
 
  private:
   friend class internal::handle_table_access;
-  using predicate_fn = bool (*)(void*, void*);
-  using visit_fn = void (*)(void*, void*);
-  using cleared_fn = void (*)(void*, void*, void*);
-  using batch_fn = void (*)(void*, std::span<void* const>, std::span<bool>);
-  using slot_fn = void (*)(void*, handle_slot);
-  // The callbacks are passed as an address and a typed trampoline, so the walks stay out of
-  // line without std::function (no allocation, no copy of the callable).
-  template <class F>
-  static void* erase(F& f) noexcept {
-    static_assert(!std::is_function_v<F>,
-                  "palrt::gc::handle_table: pass a lambda or function object, not a function's name "
-                  "(wrap it: [](auto... a) { return f(a...); })");
-    return const_cast<void*>(static_cast<const void*>(std::addressof(f)));
-  }
-  template <class F>
-  static bool call_predicate(void* f, void* target) { return (*static_cast<F*>(f))(target); }
-  template <class F>
-  static void call_visit(void* f, void* target) { (*static_cast<F*>(f))(target); }
-  template <class F>
-  static void call_cleared(void* f, void* target, void* secondary) {
-    (*static_cast<F*>(f))(target, secondary);
-  }
-  template <class F>
-  static void call_batch(void* f, std::span<void* const> targets, std::span<bool> alive) {
-    (*static_cast<F*>(f))(targets, alive);
-  }
-  template <class F>
-  static void call_slot(void* f, handle_slot slot) { (*static_cast<F*>(f))(slot); }
+  friend class handle_walk;
+  using predicate_fn = detail::predicate_fn;
+  using visit_fn = detail::visit_fn;
+  using cleared_fn = detail::cleared_fn;
+  using batch_fn = detail::batch_fn;
+  using slot_fn = detail::slot_fn;
   std::size_t sweep(handle_kind kind, void* is_alive, predicate_fn, void* on_cleared, cleared_fn);
   std::size_t sweep_batched(handle_kind kind, void* is_alive, batch_fn, void* on_cleared, cleared_fn);
   void visit_slots(handle_kind kind, void* visit, slot_fn) const;
   // `slot` under the gate; with `primary`, null unless the primary holds a target then too.
   [[gnu::noinline]] void* gated_read_slow(const std::atomic<void*>& slot,
                                           const std::atomic<void*>* primary = nullptr) const noexcept;
-  void visit_strong(void* visit, visit_fn) const;
+  void visit_targets(handle_kind kind, void* visit, visit_fn) const;
   std::size_t promote(void* is_alive, predicate_fn, void* mark, visit_fn) const;
   std::size_t secondaries_of(const void* primary, void* visit, visit_fn) const noexcept;
 
@@ -479,14 +510,17 @@ inline void* handle_table::gated_target(handle h) const noexcept {
 }
 
 inline handle handle_table::allocate(handle_kind kind, void* target, void* secondary) {
-  if (PALRT_HANDLE_INLINE_FAST_PATH && kind < handle_kind::dependent && !secondary) {
+  if (PALRT_HANDLE_INLINE_FAST_PATH && (kind < handle_kind::dependent || kind == handle_kind::pinned) && !secondary) {
     const detail::thread_cache_hint hint = detail::current_thread_cache;
     if (hint.serial == serial_) [[likely]] {
       detail::handle_cache& cache = hint.caches->kinds[static_cast<std::size_t>(kind)];
       if (cache.count > 0) [[likely]] {
         std::atomic<void*>* slot = cache.slots[--cache.count];
+        // The block young before and after the store ("Generations", above).
+        if (target) detail::mark_young(slot);
         // release: publishes the target's initialisation to sweeps and readers.
         slot->store(target, std::memory_order_release);
+        if (target) detail::mark_young(slot);
         return handle(slot);
       }
     }

@@ -19,7 +19,7 @@ enum class handle_kind : std::uint8_t;
 
 namespace detail {
 
-inline constexpr std::size_t handle_kinds = 4;  // = handle_kind_count (checked there)
+inline constexpr std::size_t handle_kinds = 5;  // = handle_kind_count (checked there)
 
 // A block is 1 KiB aligned to 1 KiB, so masking a slot's address finds its header. 1 KiB
 // keeps a sweep's walk dense (two 64-bit masks per 120 slots) while a table that holds a few
@@ -43,6 +43,11 @@ struct alignas(handle_block_bytes) handle_block {
   std::atomic<std::uint64_t> taken[2] = {};
   // Dependent blocks only: each slot's secondary. Null for the other kinds.
   std::atomic<void*>* secondaries = nullptr;
+  // The block's age (the lowest generation its targets may be in), in its kind's directory
+  // of blocks, where the walks read the ages of many blocks at once (block_directory.hpp).
+  // Set before the block is published; the byte itself is written by mark_young() and by
+  // handle_table::age_handles().
+  std::atomic<std::uint8_t>* age = nullptr;
   alignas(handle_block_header_bytes) std::atomic<void*> slots[handle_block_slots];
 
   static handle_block* of(const std::atomic<void*>* slot) noexcept {
@@ -54,6 +59,7 @@ struct alignas(handle_block_bytes) handle_block {
   }
 };
 static_assert(sizeof(handle_block) == handle_block_bytes);
+static_assert(offsetof(handle_block, age) + sizeof(void*) <= handle_block_header_bytes);
 static_assert(offsetof(handle_block, slots) == handle_block_header_bytes);
 
 // The value a slot holds while it is free (in a thread's cache, or never handed out): the
@@ -61,6 +67,18 @@ static_assert(offsetof(handle_block, slots) == handle_block_header_bytes);
 // finding it means the handle was released before.
 inline constexpr char free_slot_marker_byte = 0;
 inline void* free_slot_marker() noexcept { return const_cast<char*>(&free_slot_marker_byte); }
+
+// Makes the block of `slot` young (age 0), for a store of a target into it: called before the
+// store and again after it (handle_table.hpp, "Generations": the second look repairs an age
+// that a collection raised while the storing thread was stopped between the two). A load of
+// a byte a collection writes once per block, and a store only when it was not young already.
+// relaxed: a generational walk reads ages with the world stopped, and the host's stop
+// orders this thread's stores before the walk's reads.
+inline void mark_young(const std::atomic<void*>* slot) noexcept {
+  std::atomic<std::uint8_t>* age = handle_block::of(slot)->age;
+  if (age->load(std::memory_order_relaxed) != 0) [[unlikely]]
+    age->store(0, std::memory_order_relaxed);
+}
 
 // One thread's free slots of one table and kind. Only its thread touches it.
 struct handle_cache {

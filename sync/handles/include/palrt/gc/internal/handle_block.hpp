@@ -14,6 +14,7 @@
 
 #include "palrt/gc/internal/batch_depot.hpp"
 #include "palrt/gc/internal/block_chunks.hpp"
+#include "palrt/gc/internal/block_directory.hpp"
 #include "palrt/gc/internal/block_set.hpp"
 #include "palrt/gc/internal/dependent_index.hpp"
 #include "palrt/pal/internal/fork_generation.hpp"
@@ -46,6 +47,8 @@ struct handle_kind_state {
   // the table without walking every block. relaxed: a hint, the bits are the truth.
   std::atomic<std::size_t> free_in_blocks{0};
   std::atomic<handle_block*> blocks{nullptr};  // newest first (see handle_block::next)
+  // The same blocks by number, with their ages: what the walks go through (handle_walk.hpp).
+  block_directory directory;
   handle_block* cursor = nullptr;              // where the next refill starts looking
   std::atomic<std::size_t> block_count{0};     // relaxed: a statistic
 };
@@ -63,11 +66,14 @@ struct handle_table_state {
   // lock, read with none (block_set.hpp).
   std::mutex all_blocks_lock;
   block_set all_blocks;
-  // Test hooks (handle_table_access::set_gated_read_hook, set_slot_walk_hook).
+  // Test hooks (handle_table_access::set_gated_read_hook, set_slot_walk_hook,
+  // set_age_window_hook).
   void (*gated_read_hook)(void*) = nullptr;
   void* gated_read_hook_context = nullptr;
   void (*slot_walk_hook)(void*) = nullptr;
   void* slot_walk_hook_context = nullptr;
+  void (*age_window_hook)(void*) = nullptr;
+  void* age_window_hook_context = nullptr;
   // Test hooks: the next n block allocations fail as if memory were exhausted; the next n
   // allocations of a dependent block's secondaries, after its memory was carved.
   std::atomic<int> failing_allocations{0};
@@ -86,6 +92,27 @@ inline constexpr std::size_t dependent_side_bytes(bool indexed) noexcept {
   return handle_block_slots * (sizeof(std::atomic<void*>) + (indexed ? sizeof(dependent_index_node) : 0));
 }
 static_assert(handle_block_slots * sizeof(std::atomic<void*>) % alignof(dependent_index_node) == 0);
+
+// Calls f(block, index) for each slot of `block` whose bit is set (a handle, or a free slot
+// holding the free marker, which f skips).
+template <class F>
+inline void for_each_taken_slot(handle_block* block, F&& f) {
+  for (std::size_t word = 0; word < 2; ++word) {
+    // acquire: pairs with A' in handle_table.cpp (a slot claimed since is initialised when
+    // it is read).
+    std::uint64_t bits = block->taken[word].load(std::memory_order_acquire);
+    while (bits) {
+      const std::size_t index = word * 64 + static_cast<std::size_t>(__builtin_ctzll(bits));
+      bits &= bits - 1;
+      f(block, index);
+    }
+  }
+}
+
+// A sweep's clear of one slot found holding the dead `target`: 1 if it cleared it (and
+// reported it with its secondary), 0 if the slot changed since it was read.
+std::size_t clear_dead(handle_block* block, std::size_t i, void* target, void* on_cleared,
+                       detail::cleared_fn cleared);
 
 // Returns the oldest `n` slots of `cache`, all of the kind `kind`, to their blocks
 // (lock-free: clears their bits).

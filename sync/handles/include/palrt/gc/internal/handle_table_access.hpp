@@ -38,6 +38,12 @@ class handle_table_access {
   // Called by for_each_slot between finding a slot in use and handing it to the visit (a
   // test releases the handle there, from another thread). Set it while no walk runs.
   static void set_slot_walk_hook(handle_table& table, void (*hook)(void*), void* context) noexcept;
+  // Called by the out-of-line allocate() and by set_secondary() between a store's first look
+  // at its block's age and the store (the window a signal-stopped thread may sit in while a
+  // collection ages the block). Set it while no allocate or set_secondary runs.
+  static void set_age_window_hook(handle_table& table, void (*hook)(void*), void* context) noexcept;
+  // The age of the block that holds `h` (handle_table.hpp, "Generations").
+  static std::uint8_t block_age(handle h) noexcept;
   // Called by for_each_secondary_of after each node of a chain it reads (indexed tables):
   // a test releases and reallocates handles there. Set it while no lookup runs.
   static void set_dependent_traversal_hook(handle_table& table, void (*hook)(void*), void* context) noexcept;
