@@ -944,3 +944,31 @@ TEST_CASE("json_string, the tools' one JSON escaper: control characters escaped,
   for (int c = 0; c < 256; ++c) every_byte += static_cast<char>(c);
   CHECK(json::parse(json_string(every_byte)).is_string());
 }
+
+TEST_CASE("palrt-bench: gc --smoke --json reports every walk beside the walk it replaces, and refuses a thread "
+          "count it cannot use") {
+  const char* bench = std::getenv("PALRT_TEST_BENCH");
+  if (!bench) return;  // built with -Dbench=false
+  auto bad = run_process({bench, "gc", "--threads", "3"});
+  CHECK(bad.exit_code == 2);
+  CHECK(line_count(bad.err) == 1);
+  auto r = run_process({bench, "gc", "--smoke", "--json"}, {{}, {}, std::chrono::seconds(120)});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const json j = json::parse(r.out);
+  CHECK(j.at("component").get<std::string>() == "gc");
+  std::set<std::string> rows;
+  for (const auto& row : j.at("results")) {
+    std::string c = row.at("case").get<std::string>();
+    c = c.substr(0, c.find('/'));  // the size after the slash is the smoke run's
+    const std::string key = c + " " + row.at("variant").get<std::string>() + " " + row.at("metric").get<std::string>() +
+                            " " + std::to_string(row.at("threads").get<int>());
+    CAPTURE(key);
+    CHECK(row.at("value").get<double>() > 0);
+    CHECK(rows.insert(key).second);
+  }
+  CHECK(rows == std::set<std::string>{
+                    "young-sweep aged ns_per_collection 1", "young-sweep full ns_per_collection 1",
+                    "parallel-sweep palrt ns_per_op 1", "parallel-sweep palrt ns_per_op 2",
+                    "sweep-relocate sweep-relocate ns_per_op 1", "sweep-relocate sweep ns_per_op 1"});
+}

@@ -400,30 +400,29 @@ TEST_CASE("handle walk, sweep_relocate: clears the dead, relocates the moved and
   for (handle h : {w1, w2, w3, d1, d2}) (void)table.release(h);
 }
 
-TEST_CASE("handle walk, sweep_relocate: a slot released and reused while forward() runs is left to its new owner") {
+TEST_CASE("handle walk, sweep_relocate: a mutator stopped before its store of a secondary stores after the relocation, and its store wins") {
+  // sweep_relocate runs with the world stopped and relocates with plain stores: a mutator
+  // stopped between deciding to store and storing (here: inside set_secondary, held at the
+  // hook before its store) stores after it resumes.
   handle_table table;
-  cell old_target, moved, reused;
-  handle h = table.allocate(handle_kind::weak_long, &old_target);
-  handle again;
-  handle_walk walk(table, handle_kind::weak_long);
-  // forward() is the window between the walk's read of the slot and its compare-and-swap:
-  // another thread releases the handle there and allocates one that reuses the slot.
-  walk.sweep_relocate([&](void* t) -> void* {
-    if (t == &old_target) {
-      std::thread([&] {
-        (void)table.release(h);
-        again = table.allocate(handle_kind::weak_long, &reused);
-        // That thread's cache took the slot back: it reuses it (its own, just released).
-        CHECK(again == h);
-        // Leave the handle for the main thread to release (the exiting thread's caches go
-        // back to the blocks; the handle stays allocated).
-      }).join();
-      return &moved;
-    }
-    return t;
+  cell primary, old_secondary, moved_secondary, new_secondary;
+  const handle d = table.allocate(handle_kind::dependent, &primary, &old_secondary);
+  palrt::testing::stall_point stall;
+  handle_table_access::set_age_window_hook(table, palrt::testing::stall_hook, &stall);
+  std::thread mutator([&] {
+    palrt::testing::stall_here = true;
+    table.set_secondary(d, &new_secondary);
   });
-  CHECK(handle_table::target(again) == &reused);
-  (void)table.release(again);
+  stall.paused.acquire();
+  handle_walk walk(table, handle_kind::dependent);
+  CHECK(walk.sweep_relocate([&](void* t) -> void* { return t == &old_secondary ? &moved_secondary : t; }) == 0);
+  CHECK(table.secondary(d) == &moved_secondary);
+  stall.resume.release();
+  mutator.join();
+  handle_table_access::set_age_window_hook(table, nullptr, nullptr);
+  CHECK(table.secondary(d) == &new_secondary);
+  CHECK(handle_table::target(d) == &primary);
+  (void)table.release(d);
 }
 
 TEST_CASE("handle walk: a walk of an unknown kind is refused, and a walk covers the blocks that existed when it was made") {

@@ -142,18 +142,18 @@ std::size_t handle_walk::sweep_relocate_erased(void* forward, detail::forward_fn
       count += internal::clear_dead(block, i, target, on_cleared, cleared);
       return;
     }
-    // release, as handle_slot::relocate(): the object's copy before a reader of the slot.
-    // A failure leaves the slot to whoever changed it (a release, a set_target).
-    if (moved != target &&
-        !slot.compare_exchange_strong(target, moved, std::memory_order_release, std::memory_order_relaxed))
-      return;
+    // A plain store, not handle_slot::relocate()'s compare-and-swap: with the world stopped
+    // no thread writes the slot between this read and this store (a thread stopped inside a
+    // release or a set_target stores after it resumes, and its store wins, as it should), and
+    // a locked instruction per moved handle cost 1.5x a sweep (docs/BENCHMARKS.md). release:
+    // the object's copy before a reader of the slot.
+    if (moved != target) slot.store(moved, std::memory_order_release);
     if (block->secondaries) {
       std::atomic<void*>& second = block->secondaries[i];
       void* s = second.load(std::memory_order_acquire);
       if (!s) return;
       void* s_moved = to(forward, s);
-      if (s_moved && s_moved != s)
-        second.compare_exchange_strong(s, s_moved, std::memory_order_release, std::memory_order_relaxed);
+      if (s_moved && s_moved != s) second.store(s_moved, std::memory_order_release);
     }
   });
   return count;

@@ -70,5 +70,6 @@ bench_component finalizer_component();
 bench_component invoke_component();
 bench_component cache_component();
 bench_component retire_component();
+bench_component gc_component();
 
 }  // namespace palrt::bench

@@ -41,6 +41,7 @@ constexpr bench_registrar registry[] = {
     invoke_component,
     cache_component,
     retire_component,
+    gc_component,
 };
 
 // A component and the subcommand made for it.

@@ -35,7 +35,8 @@
 //     walk (condemned < all_generations) must run with the world stopped: ages are written by
 //     mutators without ordering a running collector could rely on, and age_handles() follows
 //     the collection in the same pause.
-//   - World running (a concurrently marking collector; full walks only): mutators may
+//   - World running (a concurrently marking collector; full walks only, and no
+//     sweep_relocate, which moves objects and so runs only with the world stopped): mutators may
 //     allocate and release handles of the kind meanwhile. The walk never hands the host a
 //     free slot or palrt's free marker, visits every handle that was allocated before the
 //     walk was made and not released before the walk's end exactly once, and may or may not
@@ -122,10 +123,12 @@ class handle_walk {
   // null if it is dead. A dead target's handle is cleared and reported, on_cleared(target,
   // secondary), as by sweep(); a moved one is relocated. A dependent handle whose primary
   // lives has its secondary forwarded too (forward(secondary) must give its address: the
-  // secondary of a live primary was promoted). Each change is a compare-and-swap from the
-  // value read, as in sweep() and handle_slot::relocate(). Returns how many this thread
-  // cleared. The same as sweep(dead-or-not) and then for_each_slot(relocate), in one pass
-  // (within 1.2x of a sweep alone: docs/BENCHMARKS.md).
+  // secondary of a live primary was promoted). With the world stopped only (objects move
+  // only then): a relocation is a plain store of the new address, a clear a compare-and-swap
+  // as in sweep() (exactly one owner of a dependent's secondary). A mutator stopped inside a
+  // release or a set_target of the handle stores after it resumes, and its store wins. Returns
+  // how many this thread cleared. The same as sweep() and then for_each_slot() relocating,
+  // in one pass, and within 1.2x of a sweep alone (docs/BENCHMARKS.md).
   template <class Forward, class OnCleared>
   std::size_t sweep_relocate(Forward&& forward, OnCleared&& on_cleared) {
     return sweep_relocate_erased(detail::erase(forward), &detail::call_forward<std::remove_reference_t<Forward>>,
