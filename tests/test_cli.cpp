@@ -970,5 +970,8 @@ TEST_CASE("palrt-bench: gc --smoke --json reports every walk beside the walk it 
   CHECK(rows == std::set<std::string>{
                     "young-sweep aged ns_per_collection 1", "young-sweep full ns_per_collection 1",
                     "parallel-sweep palrt ns_per_op 1", "parallel-sweep palrt ns_per_op 2",
-                    "sweep-relocate sweep-relocate ns_per_op 1", "sweep-relocate sweep ns_per_op 1"});
+                    "sweep-relocate sweep-relocate ns_per_op 1", "sweep-relocate sweep ns_per_op 1",
+                    "dependent-chain walk-order ns_per_op 1", "dependent-chain reverse-order ns_per_op 1",
+                    "dependent-chain rounds-walk-order ns_per_op 1",
+                    "dependent-chain rounds-reverse-order ns_per_op 1"});
 }

@@ -125,9 +125,12 @@ bool take_failure(std::atomic<int>& failing) noexcept {
 
 handle_block* new_block(internal::handle_table_state& state, const handle_table* owner, handle_kind kind) {
   if (take_failure(state.failing_allocations)) throw handle_allocation_error(kind);
-  // Room in the kind's directory first, so that nothing below needs undoing for it.
+  // Room in the kind's directory (and for a dependent block, in the promotions' buckets)
+  // first, so that nothing below needs undoing for it.
   try {
-    state.kinds[static_cast<std::size_t>(kind)].directory.reserve_one();
+    internal::block_directory& directory = state.kinds[static_cast<std::size_t>(kind)].directory;
+    directory.reserve_one();
+    if (kind == handle_kind::dependent) state.promotion.reserve((directory.size() + 1) * detail::handle_block_slots);
   } catch (const std::bad_alloc&) {
     throw handle_allocation_error(kind);
   }
@@ -135,6 +138,12 @@ handle_block* new_block(internal::handle_table_state& state, const handle_table*
   // the block: block_chunks.hpp).
   void* memory = state.chunks.carve();
   if (!memory) throw handle_allocation_error(kind);
+  // A dependent block's slot addresses go into promotion chains under an epoch byte
+  // (promotion_buckets.hpp): never refused on Linux's user space, checked all the same.
+  if (kind == handle_kind::dependent && !internal::promotion_buckets::fits(memory)) {
+    state.chunks.give_back(memory);
+    throw handle_allocation_error(kind);
+  }
   std::atomic<void*>* secondaries = nullptr;
   const bool indexed = state.dependents != nullptr;
   if (kind == handle_kind::dependent) {
@@ -627,22 +636,22 @@ handle_counters handle_table::counters() const {
   handle_counters c;
   void* const marker = detail::free_slot_marker();
   // The chunks the blocks are carved from (the last one's blocks not carved yet included:
-  // at most 63 KiB), each dependent block's secondaries, the index, the depots, and in
-  // checked builds the set of blocks.
-  c.bytes = state_->chunks.bytes() + state_->all_blocks.bytes();
+  // at most 63 KiB), each dependent block's side area (secondaries, index nodes, promotion
+  // links), the index, the promotions' buckets, the directories, the depots, and in checked
+  // builds the set of blocks.
+  c.bytes = state_->chunks.bytes() + state_->all_blocks.bytes() + state_->promotion.bytes();
   for (std::size_t k = 0; k < handle_kind_count; ++k) {
     const handle_kind_state& state = state_->kinds[k];
     const std::size_t blocks = state.block_count.load(std::memory_order_relaxed);
     c.blocks += blocks;
     if (k == static_cast<std::size_t>(handle_kind::dependent))
       c.bytes += blocks * internal::dependent_side_bytes(state_->dependents != nullptr);
-    c.bytes += state.directory.bytes();
+    c.bytes += state.directory.bytes() + state.depot->bytes();
     for_each_used_slot(state, [&](handle_block* block, std::size_t i) {
       if (block->slots[i].load(std::memory_order_relaxed) != marker) ++c.handles[k];
     });
   }
   if (state_->dependents) c.bytes += state_->dependents->bytes();
-  for (const auto& k : state_->kinds) c.bytes += k.depot->bytes();
   return c;
 }
 

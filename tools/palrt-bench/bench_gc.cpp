@@ -19,6 +19,15 @@
 //                           (forward() reads the object's forwarding word: the worst case);
 //                           `sweep`: a sweep alone over the same table, whose liveness test
 //                           reads the same word. Target: sweep-relocate <= 1.2x sweep.
+//   dependent-chain/4000    ns_per_op = ns per link. The promotion of a chain of 4,000
+//                           dependent handles (link i: primary o[i], secondary o[i+1]; o[0] a
+//                           root) by a collector with a mark stack: `walk-order` and
+//                           `reverse-order` lay the links in and against the order the walks
+//                           meet them, promoted by a dependent_promotion (one walk, then a
+//                           lookup per marked object); `rounds-walk-order` and
+//                           `rounds-reverse-order` promote the same chains with rounds of
+//                           promote_dependents until one marks nothing (2 rounds, and 4,001).
+//                           Target: reverse-order <= 2x walk-order.
 // Each collection is timed alone (two clock reads around it, ~40 ns beside microseconds);
 // variants alternate collection by collection in shuffled order, and a row is the median of
 // the repetitions' medians.
@@ -32,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include <palrt/gc/dependent_promotion.hpp>
 #include <palrt/gc/handle_table.hpp>
 #include <palrt/gc/handle_walk.hpp>
 
@@ -237,12 +247,98 @@ void sweep_relocate(const bench_settings& settings, bench_report& report) {
   report.describe_case("targets (" + name + ")", v + ".");
 }
 
+// A chain of dependent handles over objects whose mark byte is the collector's, laid so that
+// the walks meet its links in order or against it.
+struct dependent_chain {
+  handle_table table;
+  std::vector<object> objects;
+  std::vector<handle> handles;
+  dependent_chain(std::size_t n, bool reverse) : objects(n + 1) {
+    for (std::size_t i = 0; i < n; ++i) handles.push_back(table.allocate(handle_kind::dependent, nullptr));
+    std::vector<handle> order;
+    table.for_each_slot(handle_kind::dependent, [&](gc::handle_slot s) { order.push_back(s.as_handle()); });
+    if (reverse) std::reverse(order.begin(), order.end());
+    for (std::size_t i = 0; i < n; ++i) {
+      handle_table::set_target(order[i], &objects[i]);
+      table.set_secondary(order[i], &objects[i + 1]);
+    }
+  }
+  ~dependent_chain() {
+    for (handle h : handles) (void)table.release(h);
+  }
+  void unmark() {
+    for (auto& o : objects) o.marked = 0;
+  }
+  std::size_t marked() const {
+    std::size_t n = 0;
+    for (const auto& o : objects) n += o.marked;
+    return n;
+  }
+};
+
+void dependent_chain_case(const bench_settings& settings, bench_report& report) {
+  const std::size_t n = settings.smoke ? 200 : 4000;
+  const std::string name = "dependent-chain/" + std::to_string(n);
+  dependent_chain forward(n, false), backward(n, true);
+  std::vector<object*> stack;
+  auto is_alive = [](void* o) { return is_marked(o); };
+  auto mark = [&](void* o) {
+    auto* x = static_cast<object*>(o);
+    if (!x->marked) {
+      x->marked = 1;
+      stack.push_back(x);
+    }
+  };
+  auto linear = [&](dependent_chain& c) {
+    c.unmark();
+    mark(&c.objects[0]);
+    gc::dependent_promotion p(c.table);
+    p.start(is_alive, mark);
+    while (!stack.empty()) {
+      object* o = stack.back();
+      stack.pop_back();
+      p.on_marked(o, mark);
+    }
+  };
+  auto rounds = [&](dependent_chain& c) {
+    c.unmark();
+    mark(&c.objects[0]);
+    stack.clear();
+    while (c.table.promote_dependents(is_alive, mark) != 0) stack.clear();
+  };
+  std::vector<variant_timing> variants;
+  variants.push_back({"walk-order", [] {}, [&] { linear(forward); }, {}});
+  variants.push_back({"reverse-order", [] {}, [&] { linear(backward); }, {}});
+  variants.push_back({"rounds-walk-order", [] {}, [&] { rounds(forward); }, {}});
+  variants.push_back({"rounds-reverse-order", [] {}, [&] { rounds(backward); }, {}});
+  report.progress(name + ": a chain's promotion in and against the walk order, linear and by rounds");
+  measure(variants, settings.repetitions(), settings.smoke ? 1 : settings.quick ? 3 : 5);
+  linear(backward);
+  rounds(forward);
+  if (forward.marked() != n + 1 || backward.marked() != n + 1)
+    throw std::runtime_error("gc dependent-chain: a promotion left part of the chain unmarked");
+  report.describe_case(name, "ns_per_op = ns per link of the promotion of a chain of " + std::to_string(n) +
+                                 " dependent handles from its root, by a collector with a mark stack: walk-order / "
+                                 "reverse-order = dependent_promotion (start, then on_marked per object popped) with "
+                                 "the links laid in / against the walks' order; rounds-* = promote_dependents "
+                                 "rounds until one marks nothing; threads = GC threads.");
+  std::vector<double> per_link;
+  for (auto& v : variants) {
+    per_link.push_back(median(v.repetition_medians) / static_cast<double>(n));
+    report.add({name, v.name, 1, "ns_per_op", per_link.back()});
+  }
+  const std::string v = verdict("reverse-order/walk-order", per_link[1] / per_link[0], 2.0, true);
+  report.progress("target (" + name + "): " + v);
+  report.describe_case("targets (" + name + ")", v + ".");
+}
+
 void run_gc(const bench_settings& settings, bench_report& report) {
   if (settings.threads && *settings.threads != 1 && *settings.threads != 2)
     throw usage_error("palrt-bench gc: --threads must be 1 or 2 (the GC threads of parallel-sweep)");
   young_sweep(settings, report);
   parallel_sweep(settings, report);
   sweep_relocate(settings, report);
+  dependent_chain_case(settings, report);
 }
 
 }  // namespace
@@ -250,7 +346,8 @@ void run_gc(const bench_settings& settings, bench_report& report) {
 bench_component gc_component() {
   return {"gc",
           "handle table walks for production collectors: a young sweep with ages against a full one, a sweep "
-          "shared by 1 and 2 GC threads, sweep-and-relocate in one pass against a sweep",
+          "shared by 1 and 2 GC threads, sweep-and-relocate in one pass against a sweep, a dependent chain's "
+          "promotion in and against the walk order",
           run_gc};
 }
 

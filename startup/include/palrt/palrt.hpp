@@ -26,6 +26,7 @@
 #include "palrt/gc/collector.hpp"
 #include "palrt/gc/finalizer_thread.hpp"
 #include "palrt/gc/handle_table.hpp"
+#include "palrt/gc/dependent_promotion.hpp"
 #include "palrt/gc/handle_walk.hpp"
 #include "palrt/gc/object.hpp"
 #include "palrt/gc/owned_handle.hpp"

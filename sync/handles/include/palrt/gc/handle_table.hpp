@@ -454,6 +454,7 @@ class handle_table {
  private:
   friend class internal::handle_table_access;
   friend class handle_walk;
+  friend class dependent_promotion;
   using predicate_fn = detail::predicate_fn;
   using visit_fn = detail::visit_fn;
   using cleared_fn = detail::cleared_fn;

@@ -17,6 +17,7 @@
 #include "palrt/gc/internal/block_directory.hpp"
 #include "palrt/gc/internal/block_set.hpp"
 #include "palrt/gc/internal/dependent_index.hpp"
+#include "palrt/gc/internal/promotion_buckets.hpp"
 #include "palrt/pal/internal/fork_generation.hpp"
 #include "palrt/gc/handle_table.hpp"  // with detail/handle_fast_path.hpp
 
@@ -62,6 +63,9 @@ struct handle_table_state {
   // indexed table's dependent blocks carry a node per slot after their secondaries
   // (dependent_nodes()).
   std::unique_ptr<dependent_index> dependents;
+  // The bucket heads of dependent promotions (dependent_promotion.hpp), grown with the
+  // dependent blocks.
+  promotion_buckets promotion;
   // Every block of the table, for the checked builds' membership test: inserted under the
   // lock, read with none (block_set.hpp).
   std::mutex all_blocks_lock;
@@ -84,12 +88,19 @@ struct handle_table_state {
   const pal::internal::fork_stamp made;
 };
 
-// A dependent block's index nodes, after its secondaries (indexed tables only).
+// A dependent block's side area: its secondaries, then its index nodes (indexed tables
+// only), then its promotion links (dependent_promotion.hpp: one per slot, the next slot of
+// the slot's chain, promotion_buckets.hpp).
 inline dependent_index_node* dependent_nodes(const handle_block* block) noexcept {
   return reinterpret_cast<dependent_index_node*>(block->secondaries + handle_block_slots);
 }
+inline std::atomic<void*>** dependent_links(const handle_block* block, bool indexed) noexcept {
+  return reinterpret_cast<std::atomic<void*>**>(reinterpret_cast<char*>(block->secondaries + handle_block_slots) +
+                                          (indexed ? handle_block_slots * sizeof(dependent_index_node) : 0));
+}
 inline constexpr std::size_t dependent_side_bytes(bool indexed) noexcept {
-  return handle_block_slots * (sizeof(std::atomic<void*>) + (indexed ? sizeof(dependent_index_node) : 0));
+  return handle_block_slots * (sizeof(std::atomic<void*>) + (indexed ? sizeof(dependent_index_node) : 0) +
+                               sizeof(void*));
 }
 static_assert(handle_block_slots * sizeof(std::atomic<void*>) % alignof(dependent_index_node) == 0);
 
