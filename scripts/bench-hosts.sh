@@ -10,7 +10,9 @@
 # Hosts: the CPython registry module (palrt_registry against pybind11_registry and
 # plain_registry: tools/hosts/cpython/bench_python.py says what each case measures), and the
 # Boehm host (palrt's handles and identity cache inside a Boehm-collected process against
-# Boehm's own disappearing links: tools/hosts/boehm/bench_boehm.cpp).
+# Boehm's own disappearing links: tools/hosts/boehm/bench_boehm.cpp). And the walks a
+# production collector makes (`palrt-bench gc`, rows gc/...: tools/palrt-bench/bench_gc.cpp),
+# each run RUNS times by tools/palrt-bench/bench_runs.py.
 # Needs a release build in build/ with the hosts in it (scripts/build.sh build; the hosts are
 # built when python3-dev and libgc-dev are installed, as scripts/setup.sh does).
 set -euo pipefail
@@ -32,7 +34,13 @@ if [ ! -x "$boehm_bench" ]; then
   echo "bench-hosts: $boehm_bench is not built; build first (scripts/build.sh build -Dbuildtype=release; needs libgc-dev)" >&2
   exit 1
 fi
+palrt_bench=build/tools/palrt-bench/palrt-bench
+if [ ! -x "$palrt_bench" ]; then
+  echo "bench-hosts: $palrt_bench is not built; build first (scripts/build.sh build -Dbuildtype=release)" >&2
+  exit 1
+fi
 mkdir -p results
 "$python" tools/hosts/cpython/bench_python.py --modules "$modules" --runs "$runs" --json results/hosts.json
 "$python" tools/hosts/boehm/bench_boehm.py --bench "$boehm_bench" --runs "$runs" --json results/hosts.json
+"$python" tools/palrt-bench/bench_runs.py --bench "$palrt_bench" --component gc --runs "$runs" --json results/hosts.json
 echo "bench-hosts: wrote results/hosts.json"

@@ -366,6 +366,35 @@ TEST_CASE("handle walk, concurrent: a full walk racing allocating and releasing 
   CHECK(churned.load() > 0);
 }
 
+TEST_CASE("handle walk, concurrent: a walk held between two slots while the table grows past a page table of its directory reads on, and misses nothing") {
+  // The directory's page table is replaced by a larger one as the kind grows (4 pages of 256
+  // blocks, then 8, ...); a walk that read the old table keeps reading it (it is kept until
+  // the table is destroyed). ASan would report a read of a freed one.
+  handle_table table;
+  handle_set before(table, handle_kind::weak_short, 2000);
+  palrt::testing::stall_point stall;
+  handle_table_access::set_slot_walk_hook(table, palrt::testing::stall_hook, &stall);
+  std::set<void*> seen;
+  std::thread walker([&] {
+    handle_walk walk(table, handle_kind::weak_short);
+    palrt::testing::stall_here = true;  // held at the first slot
+    walk.for_each_slot([&](handle_slot s) {
+      if (void* t = s.target()) seen.insert(t);
+    });
+  });
+  stall.paused.acquire();
+  // Past 1024 blocks (122,880 handles): the page table is replaced at least once.
+  const std::size_t blocks_before = table.counters().blocks;
+  handle_set grown(table, handle_kind::weak_short, 130000);
+  CHECK(table.counters().blocks >= blocks_before + 1024);
+  stall.resume.release();
+  walker.join();
+  handle_table_access::set_slot_walk_hook(table, nullptr, nullptr);
+  std::size_t missing = 0;
+  for (auto& c : before.cells) missing += seen.count(c.get()) == 0;
+  CHECK_MESSAGE(missing == 0, missing << " handles that lived throughout the walk were not visited");
+}
+
 TEST_CASE("handle walk, sweep_relocate: clears the dead, relocates the moved and forwards the secondaries of living primaries") {
   handle_table table;
   cell dead_one, stays, moves_from, moves_to, p_from, p_to, s_from, s_to, q_dead, q_second;

@@ -62,9 +62,6 @@ class block_directory {
     return page_of(i)->blocks[i % page_blocks].load(std::memory_order_relaxed);
   }
   std::atomic<std::uint8_t>& age(std::size_t i) const noexcept { return page_of(i)->ages[i % page_blocks]; }
-  // The page table, for a walker that reads many entries with the world stopped (the table
-  // cannot be replaced then): entry i is page_table()[i / page_blocks]->blocks[i % page_blocks].
-  page* const* page_table() const noexcept { return pages_.load(std::memory_order_acquire); }
   // The first number in [i, end) whose age is at most `condemned`, or `end`.
   std::size_t next_condemned(std::size_t i, std::size_t end, std::uint8_t condemned) const noexcept;
 
