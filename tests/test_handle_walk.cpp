@@ -366,6 +366,58 @@ TEST_CASE("handle walk, concurrent: a full walk racing allocating and releasing 
   CHECK(churned.load() > 0);
 }
 
+TEST_CASE("handle walk, concurrent: GC threads sharing sweeps while other threads allocate and release clear exactly the dead handles that lived throughout, and test no free slot") {
+  const long scale = palrt::testing::scale();
+  handle_table table;
+  handle_set stable(table, handle_kind::weak_short, 4000);
+  for (std::size_t i = 0; i < stable.cells.size(); i += 2) stable.cells[i]->alive = false;
+  cell churn_dead;
+  churn_dead.alive = false;
+  std::atomic<bool> stop{false};
+  std::atomic<long> churned{0}, bad_release{0};
+  std::thread churner([&] {
+    std::vector<handle> mine;
+    while (!stop.load(std::memory_order_relaxed)) {
+      for (int i = 0; i < 200; ++i) mine.push_back(table.allocate(handle_kind::weak_short, &churn_dead));
+      for (handle h : mine) {
+        void* old = table.release(h);
+        if (old != &churn_dead && old != nullptr) bad_release.fetch_add(1);  // its target, or cleared
+      }
+      mine.clear();
+      churned.fetch_add(200, std::memory_order_relaxed);
+    }
+  });
+  std::atomic<long> marker_tested{0};
+  const int rounds = 30 * static_cast<int>(scale);
+  std::size_t wrong = 0;
+  for (int r = 0; r < rounds; ++r) {
+    const long before = churned.load();
+    while (churned.load() == before) std::this_thread::yield();
+    handle_walk walk(table, handle_kind::weak_short);
+    std::vector<std::thread> gc;
+    for (int t = 0; t < 2; ++t)
+      gc.emplace_back([&] {
+        walk.sweep([&](void* o) {
+          if (o == detail::free_slot_marker()) marker_tested.fetch_add(1);
+          return static_cast<cell*>(o)->alive;
+        });
+      });
+    for (auto& t : gc) t.join();
+    for (std::size_t i = 0; i < stable.cells.size(); ++i) {
+      void* t = handle_table::target(stable.handles[i]);
+      wrong += stable.cells[i]->alive ? t != stable.cells[i].get() : t != nullptr;
+    }
+    // The dead ones are cleared now; make them dead targets again for the next round.
+    for (std::size_t i = 0; i < stable.cells.size(); i += 2)
+      handle_table::set_target(stable.handles[i], stable.cells[i].get());
+  }
+  stop = true;
+  churner.join();
+  CHECK_MESSAGE(wrong == 0, wrong << " handles that lived throughout a sweep were swept wrongly");
+  CHECK_MESSAGE(marker_tested == 0, marker_tested.load() << " free markers handed to is_alive");
+  CHECK_MESSAGE(bad_release == 0, bad_release.load() << " releases returned something else than the target or null");
+}
+
 TEST_CASE("handle walk, concurrent: a walk held between two slots while the table grows past a page table of its directory reads on, and misses nothing") {
   // The directory's page table is replaced by a larger one as the kind grows (4 pages of 256
   // blocks, then 8, ...); a walk that read the old table keeps reading it (it is kept until

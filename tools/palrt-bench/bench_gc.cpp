@@ -97,7 +97,8 @@ void measure(std::vector<variant_timing>& variants, int repetitions, int per_rep
         ns[i].push_back(static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count()));
       }
     }
-    for (std::size_t i = 0; i < variants.size(); ++i) variants[i].repetition_medians.push_back(median(std::move(ns[i])));
+    for (std::size_t i = 0; i < variants.size(); ++i)
+      variants[i].repetition_medians.push_back(median(std::move(ns[i])));
   }
 }
 
@@ -120,7 +121,8 @@ struct weak_table {
   handle_table table;
   std::vector<handle> handles;
   void fill(std::vector<object>& heap, std::size_t first, std::size_t n) {
-    for (std::size_t i = first; i < first + n; ++i) handles.push_back(table.allocate(handle_kind::weak_short, &heap[i]));
+    for (std::size_t i = first; i < first + n; ++i)
+      handles.push_back(table.allocate(handle_kind::weak_short, &heap[i]));
   }
   ~weak_table() {
     for (handle h : handles) (void)table.release(h);
@@ -225,11 +227,13 @@ void sweep_relocate(const bench_settings& settings, bench_report& report) {
   std::vector<variant_timing> variants;
   variants.push_back({"sweep-relocate", [] {}, [&] {
                         handle_walk walk(t.table, handle_kind::weak_short);
-                        cleared += walk.sweep_relocate([](void* o) -> void* { return static_cast<object*>(o)->forward; });
+                        cleared +=
+                            walk.sweep_relocate([](void* o) -> void* { return static_cast<object*>(o)->forward; });
                       }, {}});
   variants.push_back({"sweep", [] {}, [&] {
-                        cleared += t.table.sweep_weak(handle_kind::weak_short,
-                                                      [](void* o) { return static_cast<object*>(o)->forward != nullptr; });
+                        cleared += t.table.sweep_weak(handle_kind::weak_short, [](void* o) {
+                          return static_cast<object*>(o)->forward != nullptr;
+                        });
                       }, {}});
   report.progress(name + ": the single sweep-and-relocate pass and a sweep alone");
   measure(variants, settings.repetitions(), settings.smoke ? 2 : settings.quick ? 5 : 15);

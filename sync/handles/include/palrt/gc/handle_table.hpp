@@ -300,8 +300,8 @@ class handle_table {
   // handle while the gate is closed (between a host's mark and its sweeps; with palrt's Boehm
   // binding the world runs then) waits for the gate to open, as a gated read does, but on the
   // thread that closed it and in a fork()ed child (nobody opens it there); a strong or pinned
-  // handle's never waits. For a dependent handle the result is exact, and it is how the owner learns
-  // who owns the secondary: if it returns null, the sweep that cleared the primary reported
+  // handle's never waits. For a dependent handle the result is exact, and it is how the owner
+  // learns who owns the secondary: if it returns null, the sweep that cleared the primary reported
   // the secondary (sweep_weak); otherwise the caller does. For the other kinds it is the value
   // seen just before the release (a host that sweeps without closing the gate, palrt's
   // embedded collector, may clear it at the same time). Lock-free outside that window, from
@@ -342,15 +342,16 @@ class handle_table {
   // on_cleared(target, secondary) (secondary is null except for dependent handles; the
   // embedded collector drops its reference to it there). Returns the number cleared. Runs
   // while other threads allocate and release; a slot that changed since it was read is left
-  // alone. Throws std::invalid_argument for kind == strong.
+  // alone. Throws std::invalid_argument for the strong and pinned kinds.
   template <class IsAlive, class OnCleared>
   std::size_t sweep_weak(handle_kind kind, IsAlive&& is_alive, OnCleared&& on_cleared) {
-    return sweep(kind, detail::erase(is_alive), &detail::call_predicate<std::remove_reference_t<IsAlive>>, detail::erase(on_cleared),
-                 &detail::call_cleared<std::remove_reference_t<OnCleared>>);
+    return sweep(kind, detail::erase(is_alive), &detail::call_predicate<std::remove_reference_t<IsAlive>>,
+                 detail::erase(on_cleared), &detail::call_cleared<std::remove_reference_t<OnCleared>>);
   }
   template <class IsAlive>
   std::size_t sweep_weak(handle_kind kind, IsAlive&& is_alive) {
-    return sweep(kind, detail::erase(is_alive), &detail::call_predicate<std::remove_reference_t<IsAlive>>, nullptr, nullptr);
+    return sweep(kind, detail::erase(is_alive), &detail::call_predicate<std::remove_reference_t<IsAlive>>, nullptr,
+                 nullptr);
   }
   // The same with the liveness test called once per batch of up to sweep_batch targets:
   // is_alive(std::span<void* const> targets, std::span<bool> alive) sets alive[i] for each.
@@ -364,13 +365,15 @@ class handle_table {
   }
   template <class IsAliveBatch>
   std::size_t sweep_weak_batched(handle_kind kind, IsAliveBatch&& is_alive) {
-    return sweep_batched(kind, detail::erase(is_alive), &detail::call_batch<std::remove_reference_t<IsAliveBatch>>, nullptr, nullptr);
+    return sweep_batched(kind, detail::erase(is_alive), &detail::call_batch<std::remove_reference_t<IsAliveBatch>>,
+                         nullptr, nullptr);
   }
   // Calls visit(target) for every non-null target of a strong or pinned handle: the roots.
   template <class Visit>
   void for_each_strong(Visit&& visit) const {
-    visit_targets(handle_kind::strong, detail::erase(visit), &detail::call_visit<std::remove_reference_t<Visit>>);
-    visit_targets(handle_kind::pinned, detail::erase(visit), &detail::call_visit<std::remove_reference_t<Visit>>);
+    const detail::visit_fn fn = &detail::call_visit<std::remove_reference_t<Visit>>;
+    visit_targets(handle_kind::strong, detail::erase(visit), fn);
+    visit_targets(handle_kind::pinned, detail::erase(visit), fn);
   }
   // Calls visit(target) for every non-null target of a pinned handle: what a moving collector
   // must not move (called before it evacuates; they are roots too, for_each_strong()).
@@ -382,8 +385,8 @@ class handle_table {
   // mark(secondary). Returns how many it marked; the host repeats until it returns 0.
   template <class IsAlive, class Mark>
   std::size_t promote_dependents(IsAlive&& is_alive, Mark&& mark) const {
-    return promote(detail::erase(is_alive), &detail::call_predicate<std::remove_reference_t<IsAlive>>, detail::erase(mark),
-                   &detail::call_visit<std::remove_reference_t<Mark>>);
+    return promote(detail::erase(is_alive), &detail::call_predicate<std::remove_reference_t<IsAlive>>,
+                   detail::erase(mark), &detail::call_visit<std::remove_reference_t<Mark>>);
   }
 
   // For a collector's per-object mark procedure (table made with index_dependents; aborts

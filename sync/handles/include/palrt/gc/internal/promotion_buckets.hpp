@@ -52,8 +52,8 @@ class promotion_buckets {
   promotion_buckets& operator=(const promotion_buckets&) = delete;
   ~promotion_buckets();
 
-  // Buckets for `slots` dependent slots (at least one per two slots). Under the dependent kind's lock. Throws std::bad_alloc
-  // (nothing changed then).
+  // Buckets for `slots` dependent slots (at least one per two slots). Under the dependent
+  // kind's lock. Throws std::bad_alloc (nothing changed then).
   void reserve(std::size_t slots);
   // The current buckets, or null before the first dependent block (acquire: their
   // initialisation before they are read).
