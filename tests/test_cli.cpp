@@ -961,15 +961,19 @@ TEST_CASE("palrt-bench: gc --smoke --json reports every walk beside the walk it 
   for (const auto& row : j.at("results")) {
     std::string c = row.at("case").get<std::string>();
     c = c.substr(0, c.find('/'));  // the size after the slash is the smoke run's
-    const std::string key = c + " " + row.at("variant").get<std::string>() + " " + row.at("metric").get<std::string>() +
-                            " " + std::to_string(row.at("threads").get<int>());
+    std::string variant = row.at("variant").get<std::string>();
+    if (variant.starts_with("palrt@cpu")) variant = "palrt@cpu";  // one per CPU the team uses
+    const std::string key = c + " " + variant + " " + row.at("metric").get<std::string>() + " " +
+                            std::to_string(row.at("threads").get<int>());
+    if (variant == "palrt@cpu" && rows.count(key)) continue;
     CAPTURE(key);
     CHECK(row.at("value").get<double>() > 0);
     CHECK(rows.insert(key).second);
   }
   CHECK(rows == std::set<std::string>{
                     "young-sweep aged ns_per_collection 1", "young-sweep full ns_per_collection 1",
-                    "parallel-sweep palrt ns_per_op 1", "parallel-sweep palrt ns_per_op 2",
+                    "parallel-sweep palrt ns_per_op 1", "parallel-sweep palrt@cpu ns_per_op 1",
+                    "parallel-sweep palrt ns_per_op 2",
                     "sweep-relocate sweep-relocate ns_per_op 1", "sweep-relocate sweep ns_per_op 1",
                     "dependent-chain walk-order ns_per_op 1", "dependent-chain reverse-order ns_per_op 1",
                     "dependent-chain rounds-walk-order ns_per_op 1",
