@@ -12,7 +12,9 @@
 # Boehm host (palrt's handles and identity cache inside a Boehm-collected process against
 # Boehm's own disappearing links: tools/hosts/boehm/bench_boehm.cpp). And the walks a
 # production collector makes (`palrt-bench gc`, rows gc/...: tools/palrt-bench/bench_gc.cpp),
-# each run RUNS times by tools/palrt-bench/bench_runs.py.
+# each run RUNS times by tools/palrt-bench/bench_runs.py, and the generational copying host
+# (tools/hosts/copying/bench_copying.cpp: a young pause with 100,000 old weak handles against
+# none).
 # Needs a release build in build/ with the hosts in it (scripts/build.sh build; the hosts are
 # built when python3-dev and libgc-dev are installed, as scripts/setup.sh does).
 set -euo pipefail
@@ -34,6 +36,11 @@ if [ ! -x "$boehm_bench" ]; then
   echo "bench-hosts: $boehm_bench is not built; build first (scripts/build.sh build -Dbuildtype=release; needs libgc-dev)" >&2
   exit 1
 fi
+copying_bench=build/tools/hosts/copying/palrt-copying-bench
+if [ ! -x "$copying_bench" ]; then
+  echo "bench-hosts: $copying_bench is not built; build first (scripts/build.sh build -Dbuildtype=release)" >&2
+  exit 1
+fi
 palrt_bench=build/tools/palrt-bench/palrt-bench
 if [ ! -x "$palrt_bench" ]; then
   echo "bench-hosts: $palrt_bench is not built; build first (scripts/build.sh build -Dbuildtype=release)" >&2
@@ -42,5 +49,6 @@ fi
 mkdir -p results
 "$python" tools/hosts/cpython/bench_python.py --modules "$modules" --runs "$runs" --json results/hosts.json
 "$python" tools/hosts/boehm/bench_boehm.py --bench "$boehm_bench" --runs "$runs" --json results/hosts.json
+"$python" tools/hosts/copying/bench_copying.py --bench "$copying_bench" --runs "$runs" --json results/hosts.json
 "$python" tools/palrt-bench/bench_runs.py --bench "$palrt_bench" --component gc --runs "$runs" --json results/hosts.json
 echo "bench-hosts: wrote results/hosts.json"

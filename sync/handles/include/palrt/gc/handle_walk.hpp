@@ -6,7 +6,7 @@
 // are single-threaded and see every handle of a kind. A production collector wants two
 // things more, and a handle_walk gives both:
 //   - Parallel: several GC threads share one walk, each claiming whole blocks of 120 handles
-//     (8 at a time, one fetch_add), so a sweep of a million handles on N threads takes about
+//     (32 at a time, one fetch_add), so a sweep of a million handles on N threads takes about
 //     1/N of the time (HotSpot's OopStorage::ParState does the same). Each thread calls the
 //     same member on the same walk; each returns its own share (a sweep's count of cleared
 //     handles), and the walk is over when every thread has returned. A walk does one pass:

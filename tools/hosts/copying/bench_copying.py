@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""The copying host's benchmark: runs palrt-copying-bench (one process per measurement, so
+each variant starts from a fresh heap) for every case and variant, interleaved, RUNS times,
+and adds the medians to a palrt-bench-shaped JSON report (component "hosts").
+
+  bench_copying.py --bench build/tools/hosts/copying/palrt-copying-bench [--runs 5] [--json FILE] [--quick]
+
+Cases and what each measures: bench_copying.cpp. With --json FILE, rows are appended to the
+report already in FILE (scripts/bench-hosts.sh writes the other hosts' rows first); rows of
+an earlier copying run are replaced.
+"""
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+
+CASES = [  # (args, variants)
+    (['--case', 'copying/pause/young'], ['palrt', 'none']),
+]
+
+
+def measure(bench, args, variant, quick):
+    cmd = [bench] + args + ['--variant', variant] + (['--quick'] if quick else [])
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    if out.stderr:
+        sys.stderr.write(out.stderr)
+    return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('--bench', required=True)
+    ap.add_argument('--runs', type=int, default=5)
+    ap.add_argument('--json', metavar='FILE')
+    ap.add_argument('--quick', action='store_true', help='a short run for smoke tests')
+    a = ap.parse_args()
+    if a.runs < 1:
+        ap.error('--runs must be at least 1')
+    samples = {}
+    order = []
+    for run in range(a.runs):
+        for args, variants in CASES:
+            k = run % len(variants)
+            for v in variants[k:] + variants[:k]:  # rotated from run to run
+                for row in measure(a.bench, args, v, a.quick):
+                    key = (row['case'], row['metric'], row['threads'], row['variant'])
+                    if key not in samples:
+                        order.append(key)
+                    samples.setdefault(key, []).append(row['value'])
+        print(f'bench_copying: run {run + 1}/{a.runs} done', file=sys.stderr)
+    results = [{'case': c, 'variant': v, 'threads': t, 'metric': m, 'value': statistics.median(samples[(c, m, t, v)]),
+                'samples': samples[(c, m, t, v)]} for (c, m, t, v) in order]
+    machine = {'nproc': len(os.sched_getaffinity(0)), 'kernel': platform.release()}
+    if a.json:
+        report = {'component': 'hosts', 'machine': machine, 'results': []}
+        if os.path.exists(a.json):
+            with open(a.json) as f:
+                report = json.load(f)
+        report['results'] = [r for r in report['results'] if not r['case'].startswith('copying/')] + results
+        with open(a.json, 'w') as f:
+            json.dump(report, f, indent=1)
+            f.write('\n')
+    print(f'copying host: medians of {a.runs} runs; nproc {machine["nproc"]}, kernel {machine["kernel"]}')
+    print(f'{"case":24} {"metric":11} {"threads":>7} {"palrt":>12} {"none":>12} {"palrt/none":>11}')
+    seen = []
+    for (c, m, t, v) in order:
+        if (c, m, t) in seen:
+            continue
+        seen.append((c, m, t))
+        med = {vv: statistics.median(samples[(c, m, t, vv)]) for (cc, mm, tt, vv) in order if (cc, mm, tt) == (c, m, t)}
+        cells = ''.join(f'{med[x]:12.1f}' if x in med else f'{"-":>12}' for x in ('palrt', 'none'))
+        r = f'{med["palrt"] / med["none"]:10.2f}x' if 'palrt' in med and 'none' in med else f'{"-":>11}'
+        print(f'{c:24} {m:11} {t:7d} {cells} {r}')
+
+
+if __name__ == '__main__':
+    main()
