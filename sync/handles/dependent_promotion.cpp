@@ -81,12 +81,15 @@ std::size_t dependent_promotion::on_marked_erased(const void* object, void* mark
   auto& buckets = *static_cast<promotion_buckets::table*>(buckets_);
   promotion_buckets::head& head = buckets.heads[bucket_of(buckets, object)];
   if ((head & ~promotion_buckets::address_mask) != epoch_) return 0;
-  // The handles waiting on `object` leave the bucket's chain for a list of their own before
-  // mark() is called for them: mark() may mark recursively and come back here for this same
-  // bucket. `prev` is where the chain's current slot is kept: `first` (the head, stored back
-  // under its epoch once the chain is done) or the link of the slot before it.
+  // The handles waiting on `object` leave the bucket's chain before mark() is called for
+  // them: mark() may mark recursively and come back here for this same bucket. The first
+  // one's secondary is kept aside, the others go on a list of their own through their links.
+  // `prev` is where the chain's current slot is kept: `first` (the head, stored back under
+  // its epoch once the chain is done) or the link of the slot before it.
   slot_ptr first = first_of(head);
-  slot_ptr mine = nullptr;
+  slot_ptr more = nullptr;         // matches after the first, through their links
+  void* first_match = nullptr;     // the first match's secondary (the usual case: one)
+  bool matched = false;
   slot_ptr* prev = &first;
   for (slot_ptr n = first; n;) {
     handle_block* block = handle_block::of(n);
@@ -95,9 +98,14 @@ std::size_t dependent_promotion::on_marked_erased(const void* object, void* mark
     const slot_ptr next = *link;
     if (n->load(std::memory_order_acquire) == object) {
       *prev = next;
-      *link = mine;
-      mine = n;
       --pending_;
+      if (!matched) {
+        matched = true;
+        first_match = block->secondaries[i].load(std::memory_order_acquire);
+      } else {
+        *link = more;
+        more = n;
+      }
     } else {
       prev = link;
     }
@@ -105,10 +113,14 @@ std::size_t dependent_promotion::on_marked_erased(const void* object, void* mark
   }
   head = epoch_ | reinterpret_cast<std::uintptr_t>(first);
   std::size_t marked = 0;
-  while (mine) {
-    handle_block* block = handle_block::of(mine);
-    const std::size_t i = block->index_of(mine);
-    mine = internal::dependent_links(block, indexed_)[i];
+  if (first_match) {
+    fn(mark, first_match);
+    ++marked;
+  }
+  while (more) {
+    handle_block* block = handle_block::of(more);
+    const std::size_t i = block->index_of(more);
+    more = internal::dependent_links(block, indexed_)[i];
     if (void* secondary = block->secondaries[i].load(std::memory_order_acquire)) {
       fn(mark, secondary);
       ++marked;
