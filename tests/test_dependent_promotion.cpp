@@ -221,6 +221,15 @@ TEST_CASE("dependent promotion: a new promotion does not see the last one's chai
     CHECK(first.pending() == 1);
     CHECK_THROWS_AS(first.start([](void*) { return false; }, [](void*) {}), std::logic_error);
   }
+  {
+    dependent_promotion stale(table);
+    CHECK(stale.start([](void*) { return false; }, [](void*) {}) == 0);
+    CHECK(stale.pending() == 1);
+    dependent_promotion newer(table);
+    CHECK_THROWS_AS(stale.on_marked(&p1, [](void*) {}), std::logic_error);  // not a silent 0
+    dependent_promotion newest(table);
+    CHECK_THROWS_AS(newer.start([](void*) { return false; }, [](void*) {}), std::logic_error);
+  }
   handle_table::set_target(h, nullptr);  // no primary now: nothing waits
   dependent_promotion second(table);
   CHECK(second.start([](void*) { return false; }, [](void*) {}) == 0);

@@ -10,6 +10,7 @@
 #include "palrt/gc/dependent_promotion.hpp"
 
 #include <stdexcept>
+#include <string>
 
 #include "palrt/gc/internal/handle_block.hpp"
 
@@ -21,6 +22,15 @@ using internal::promotion_buckets;
 namespace {
 
 using slot_ptr = std::atomic<void*>*;
+
+// A promotion used after a newer one was made on its table would read the newer one's
+// chains as empty and miss what waits: refused, not answered wrongly.
+void require_current(const internal::promotion_buckets& buckets, std::uint64_t epoch, const char* operation) {
+  if ((buckets.epoch() << promotion_buckets::epoch_shift) != epoch)
+    throw std::logic_error(std::string("palrt: dependent_promotion::") + operation +
+                           ": a newer promotion of this table was made since; a promotion is used until the next "
+                           "one is made");
+}
 
 std::size_t bucket_of(const promotion_buckets::table& t, const void* primary) noexcept {
   return static_cast<std::size_t>((reinterpret_cast<std::uintptr_t>(primary) * 0x9e3779b97f4a7c15ull) >> t.shift);
@@ -45,6 +55,7 @@ dependent_promotion::dependent_promotion(const handle_table& table, std::uint8_t
 std::size_t dependent_promotion::start_erased(void* is_alive, detail::predicate_fn alive, void* mark,
                                               detail::visit_fn fn) {
   if (started_) throw std::logic_error("palrt: dependent_promotion::start: a promotion starts once");
+  require_current(table_.state_->promotion, epoch_, "start");
   started_ = true;
   if (end_ == 0) return 0;
   const internal::block_directory& directory =
@@ -78,6 +89,7 @@ std::size_t dependent_promotion::start_erased(void* is_alive, detail::predicate_
 
 std::size_t dependent_promotion::on_marked_erased(const void* object, void* mark, detail::visit_fn fn) {
   if (pending_ == 0 || !object) return 0;
+  require_current(table_.state_->promotion, epoch_, "on_marked");
   auto& buckets = *static_cast<promotion_buckets::table*>(buckets_);
   promotion_buckets::head& head = buckets.heads[bucket_of(buckets, object)];
   if ((head & ~promotion_buckets::address_mask) != epoch_) return 0;

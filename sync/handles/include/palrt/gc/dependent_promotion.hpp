@@ -69,7 +69,8 @@ class dependent_promotion {
   // A promotion of the dependent handles of `table` in the blocks whose age is at most
   // `condemned` (all, by default). Takes the next epoch of the table's buckets: constructing
   // a new promotion makes the previous one's chains unreadable, so a promotion is used only
-  // until the next one is made. World stopped.
+  // until the next one is made (start and on_marked throw std::logic_error after that, while
+  // handles wait on it). World stopped.
   explicit dependent_promotion(const handle_table& table, std::uint8_t condemned = all_generations) noexcept;
   dependent_promotion(const dependent_promotion&) = delete;
   dependent_promotion& operator=(const dependent_promotion&) = delete;
@@ -86,6 +87,8 @@ class dependent_promotion {
   // The collector marked (or evacuated) `object`, at the address the handles held when the
   // promotion started: marks the non-null secondary of each handle waiting on it, and returns
   // how many. Each waiting handle is reported once, by the first on_marked() of its primary.
+  // Throws std::logic_error if a newer promotion of the table was made since (and handles
+  // wait on this one).
   template <class Mark>
   std::size_t on_marked(const void* object, Mark&& mark) {
     return on_marked_erased(object, detail::erase(mark), &detail::call_visit<std::remove_reference_t<Mark>>);

@@ -61,6 +61,8 @@ class promotion_buckets {
   // A new epoch for a promotion (one at a time, with the world stopped), 1 to 255. When the
   // counter wraps, every head is cleared first, so no old head reads as current.
   std::uint64_t next_epoch() noexcept;
+  // The last epoch next_epoch() gave: the promotion that may use the buckets.
+  std::uint64_t epoch() const noexcept { return epoch_; }
   std::size_t bytes() const noexcept { return bytes_.load(std::memory_order_relaxed); }
 
  private:
