@@ -22,7 +22,9 @@
 //               a moving collector first takes handle_walk(t, pinned, g).for_each_target()
 //               to learn which objects it must not move, then evacuates
 //   dependents  handle_walk(t, dependent, g).promote_dependents(is_alive, mark), a new walk
-//               per round, until the rounds' counts add up to 0
+//               per round, until a round's counts add up to 0 (parallel, but a round per
+//               link of a chain laid against the walk order); or one dependent_promotion
+//               (palrt/gc/dependent_promotion.hpp), linear whatever the order, one GC thread
 //   weak        handle_walk(t, weak_short, g).sweep(is_alive), ... weak_long, dependent; or,
 //               for a moving collector, sweep_relocate(forward): one pass that clears the
 //               dead and relocates the living
