@@ -104,12 +104,6 @@ void measure(std::vector<variant_timing>& variants, int repetitions, int per_rep
   }
 }
 
-std::string format(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g", v);
-  return buf;
-}
-
 std::string verdict(const char* what, double ratio, double target, bool at_most) {
   char buf[160];
   const bool met = at_most ? ratio <= target : ratio >= target;
