@@ -13,6 +13,7 @@
 #include <string>
 
 #include "palrt/pal/internal/barrier_strategies.hpp"
+#include "palrt/pal/internal/earlier_registration.hpp"
 #include "palrt/pal/internal/fork_generation.hpp"
 #include "palrt/pal/internal/signal_safe_message.hpp"
 #include "palrt/core/membarrier_registration.h"
@@ -84,14 +85,26 @@ void hold_barrier_locks_across_fork() {
   (void)held;
 }
 
-void register_membarrier(process_barrier_state& st, registration_census census) {
+// Whether an earlier registrant's record says this process was registered with one thread,
+// so that the census has nothing to add (internal/earlier_registration.hpp). Asked only when
+// this call found the process registered already, or could not tell (already_registered -1).
+bool earlier_registrant_saw_one_thread(const palrt_registration& reg, internal::earlier_registration_lookup earlier) {
+  if (!earlier || reg.error != 0 || reg.already_registered == 0) return false;
+  const std::optional<internal::earlier_registration> record = earlier();
+  return record && (record->threads_at_registration == 1 ||
+                    (record->threads_at_registration == 0 && record->fast_path_inferred));
+}
+
+void register_membarrier(process_barrier_state& st, registration_census census,
+                         internal::earlier_registration_lookup earlier) {
   palrt_registration reg;
   palrt_membarrier_register(&reg);
   st.fast_path_inferred = palrt_registration_looks_fast(&reg) != 0;
   // Counted after the timed registration, so it does not inflate registration_ns; palrt
   // starts no thread in between (the factory waits on init_mutex), a host's threads would be
   // counted (they were alive at registration, or started during this census).
-  if (census == registration_census::always || !st.fast_path_inferred)
+  if (census == registration_census::always ||
+      (!st.fast_path_inferred && !earlier_registrant_saw_one_thread(reg, earlier)))
     st.threads_at_registration = palrt_threads_in_process();
   st.membarrier_mask = reg.mask;
   st.registration_error = reg.error;
@@ -122,7 +135,8 @@ int barrier_signal_number() noexcept { return SIGRTMAX - 1; }
 namespace {
 
 // `on_first_use`: called by the first flush, not by the host (the state says so).
-const process_barrier_state& initialize(registration_mode mode, registration_census census, bool on_first_use) {
+const process_barrier_state& initialize(registration_mode mode, registration_census census, bool on_first_use,
+                                        internal::earlier_registration_lookup earlier) {
   hold_barrier_locks_across_fork();
   std::lock_guard lock(init_mutex);
   if (active.load(std::memory_order_relaxed)) return state;
@@ -131,7 +145,7 @@ const process_barrier_state& initialize(registration_mode mode, registration_cen
   process_barrier_state st{};
   st.initialized_on_first_use = on_first_use;
   const auto forced = forced_strategy();
-  if (mode == registration_mode::register_membarrier) register_membarrier(st, census);
+  if (mode == registration_mode::register_membarrier) register_membarrier(st, census, earlier);
 
   std::unique_ptr<barrier_instance> chosen;
   if (forced) {
@@ -169,7 +183,12 @@ const process_barrier_state& initialize(registration_mode mode, registration_cen
 }  // namespace
 
 const process_barrier_state& initialize_process_barrier(registration_mode mode, registration_census census) {
-  return initialize(mode, census, /*on_first_use=*/false);
+  return initialize(mode, census, /*on_first_use=*/false, /*earlier=*/nullptr);
+}
+
+const process_barrier_state& internal::initialize_process_barrier(registration_mode mode, registration_census census,
+                                                                  earlier_registration_lookup earlier) {
+  return initialize(mode, census, /*on_first_use=*/false, earlier);
 }
 
 const process_barrier_state* process_barrier_state_if_initialized() noexcept {
@@ -191,7 +210,8 @@ void flush_process_write_buffers() {
       std::abort();
     }
     try {
-      initialize(registration_mode::register_membarrier, registration_census::if_slow, /*on_first_use=*/true);
+      initialize(registration_mode::register_membarrier, registration_census::if_slow, /*on_first_use=*/true,
+                 /*earlier=*/nullptr);
     } catch (const std::exception& e) {
       (internal::signal_safe_message() << "palrt: FlushProcessWriteBuffers: " << e.what()).write_line();
       std::abort();

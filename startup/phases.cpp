@@ -1,12 +1,24 @@
 // SPDX-License-Identifier: MIT
 // The bootstrap's phases. Each is small on purpose: the order lives in make_phases(), the
 // mechanism (timing, unwinding) in bootstrap.cpp.
+#include "palrt/pal/internal/earlier_registration.hpp"
 #include "palrt/pal/process_barrier.hpp"
 #include "palrt/startup/bootstrap.hpp"
 #include "palrt/startup/internal/phase.hpp"
+#include "palrt/startup/preload_probe.hpp"
 
 namespace palrt::startup::internal {
 namespace {
+
+// The preload shim's record of the registration it made, for pal to take instead of counting
+// threads itself (pal/internal/earlier_registration.hpp). pal asks only when the bootstrap's
+// registration found the process registered already, so a process without the shim never
+// looks the shim up.
+std::optional<pal::internal::earlier_registration> shim_registration() noexcept {
+  const std::optional<preload_status> shim = find_preload_shim();
+  if (!shim || !shim->registered) return std::nullopt;
+  return pal::internal::earlier_registration{shim->threads_at_registration, shim->fast_path_inferred};
+}
 
 // Registration (unless no-membarrier) and the choice of barrier strategy. Cannot be undone:
 // the kernel keeps a registration for the life of the process, and nothing needs undoing.
@@ -15,7 +27,7 @@ class process_barrier_phase final : public phase {
   process_barrier_phase(pal::registration_mode mode, pal::registration_census census)
       : mode_(mode), census_(census) {}
   std::string_view name() const noexcept override { return "process-barrier"; }
-  void start(runtime_services&) override { pal::initialize_process_barrier(mode_, census_); }
+  void start(runtime_services&) override { pal::internal::initialize_process_barrier(mode_, census_, &shim_registration); }
   bool stop(runtime_services&, std::chrono::nanoseconds) noexcept override { return true; }
 
  private:

@@ -16,6 +16,7 @@
 #include <string>
 #include <thread>
 
+#include "palrt/core/membarrier_registration.h"
 #include "palrt/core/thread_census.h"
 #include "palrt/pal/internal/thread_factory_access.hpp"
 #include "palrt/pal/membarrier.hpp"
@@ -366,6 +367,58 @@ TEST_CASE("bootstrap: under the preload shim, threads-first registers with one t
   CHECK(has(c.out, "registered_by=preload"));
   CHECK(has(c.out, "strategy=membarrier"));
   CHECK(has(c.out, "fast_path_inferred=1"));
+}
+
+// Bootstraps (registered-first, census by default) in a process that `registered_before`
+// registered itself first, with one thread, as a host may; prints what pal's own state says
+// about the census. The record a report shows is summarize_registration()'s, so that too.
+int bootstrap_after_registration(bool registered_before) {
+  if (registered_before) {
+    palrt_registration reg;
+    palrt_membarrier_register(&reg);
+    if (reg.error != 0) return 4;
+  }
+  auto rt = startup::bootstrap();
+  const auto reg = startup::summarize_registration(rt->report());
+  std::printf("registered_by=%s barrier_threads_at_registration=%d barrier_fast_path_inferred=%d\n",
+              std::string(startup::to_string(reg.registered_by)).c_str(), rt->report().barrier.threads_at_registration,
+              rt->report().barrier.fast_path_inferred);
+  return rt->shutdown().clean() ? 0 : 5;
+}
+PALRT_FRESH_PROCESS(boot_registered_by_host_first) { return bootstrap_after_registration(true); }
+PALRT_FRESH_PROCESS(boot_registered_by_nobody_first) { return bootstrap_after_registration(false); }
+
+TEST_CASE("bootstrap: under the shim, the shim's record stands in for the thread census (no /proc read)") {
+  if (!membarrier_available()) return;  // nothing for the shim to register
+  auto c = run_fresh("boot_registered_by_nobody_first",
+                     run_options{palrt::testing::preload_env(palrt::testing::artefact("PALRT_TEST_SHIM")), {}});
+  INFO(c.out, c.err);
+  REQUIRE(c.exit_code == 0);
+  CHECK(has(c.out, "registered_by=preload"));
+  // The bootstrap's own REGISTER found the process registered, which never looks like a
+  // first registration on the fast path: without the record it would have counted (below).
+  CHECK(has(c.out, "barrier_fast_path_inferred=0"));
+  CHECK(has(c.out, "barrier_threads_at_registration=0"));
+  // The cli suite checks the same with strace: no /proc open after the shim's registration.
+}
+
+TEST_CASE("bootstrap: a process registered by someone without a record is still counted") {
+  if (!membarrier_available()) return;
+  // The host registered before palrt, and no shim left a record: the census is what says how
+  // many threads were alive (main alone here), as before the shim's record was taken.
+  auto c = run_fresh("boot_registered_by_host_first");
+  INFO(c.out, c.err);
+  REQUIRE(c.exit_code == 0);
+  CHECK(has(c.out, "registered_by=bootstrap"));
+  CHECK(has(c.out, "barrier_fast_path_inferred=0"));
+  CHECK(field(c.out, "barrier_threads_at_registration") >= 1);
+  // The same shim, present but turned off, leaves no record that it registered: counted too.
+  std::vector<std::string> env = palrt::testing::preload_env(palrt::testing::artefact("PALRT_TEST_SHIM"));
+  env.push_back("PALRT_PRELOAD=0");
+  auto off = run_fresh("boot_registered_by_host_first", run_options{env, {}});
+  INFO(off.out, off.err);
+  REQUIRE(off.exit_code == 0);
+  CHECK(field(off.out, "barrier_threads_at_registration") >= 1);
 }
 
 // bootstrap() counts the process's threads in /proc (open and read: cancellation points),

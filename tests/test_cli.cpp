@@ -908,27 +908,60 @@ TEST_CASE("palrt-startup: the sync worker starts lazily, as bootstrap()'s defaul
   CHECK(text.out.find("sync worker        eager (started)") != std::string::npos);
 }
 
-// --- The C floor -----------------------------------------------------------------------------
+// --- The C and C++ floors --------------------------------------------------------------------
 
-TEST_CASE("palrt-startup-reference: one thread by default, two with --threads 2, other arguments exit 2" * palrt::testing::fallback_case) {
-  const std::string ref = artefact("PALRT_TEST_REFERENCE");
-  // It needs membarrier: where seccomp denies it, it fails (exit 1) as it documents.
-  const int expected = membarrier_available() ? 0 : 1;
-  for (const auto& args : std::vector<std::vector<std::string>>{{}, {"--threads", "1"}, {"--threads", "2"}}) {
-    std::vector<std::string> argv{ref};
-    argv.insert(argv.end(), args.begin(), args.end());
-    auto r = run_process(argv);
-    INFO(r.err);
-    CHECK(r.exit_code == expected);
-    CHECK(r.out.empty());
+TEST_CASE("palrt-startup-reference and its C++ twin: one thread by default, two with --threads 2, other arguments exit 2" * palrt::testing::fallback_case) {
+  for (const auto& [variable, name] : {std::pair{"PALRT_TEST_REFERENCE", "palrt-startup-reference"},
+                                       std::pair{"PALRT_TEST_REFERENCE_CPP", "palrt-startup-reference-cpp"}}) {
+    CAPTURE(name);
+    const std::string ref = artefact(variable);
+    // It needs membarrier: where seccomp denies it, it fails (exit 1) as it documents, in one line.
+    const bool available = membarrier_available();
+    for (const auto& args : std::vector<std::vector<std::string>>{{}, {"--threads", "1"}, {"--threads", "2"}}) {
+      std::vector<std::string> argv{ref};
+      argv.insert(argv.end(), args.begin(), args.end());
+      auto r = run_process(argv);
+      INFO(r.err);
+      CHECK(r.exit_code == (available ? 0 : 1));
+      CHECK(r.out.empty());
+      if (!available) CHECK(line_count(r.err) == 1);
+    }
+    for (const auto& args : std::vector<std::vector<std::string>>{
+             {"--threads"}, {"--threads", "3"}, {"--threads", "02"}, {"2"}, {"--threads", "2", "extra"}}) {
+      std::vector<std::string> argv{ref};
+      argv.insert(argv.end(), args.begin(), args.end());
+      CAPTURE(args.back());
+      check_one_line_usage_error(run_process(argv), name);
+    }
   }
-  for (const auto& args : std::vector<std::vector<std::string>>{
-           {"--threads"}, {"--threads", "3"}, {"--threads", "02"}, {"2"}, {"--threads", "2", "extra"}}) {
-    std::vector<std::string> argv{ref};
-    argv.insert(argv.end(), args.begin(), args.end());
-    CAPTURE(args.back());
-    check_one_line_usage_error(run_process(argv), "palrt-startup-reference");
+}
+
+TEST_CASE("palrt-startup-reference-cpp: a thread that cannot start exits 1 with one line") {
+  // Under RLIMIT_NPROC of 1 the process itself is the one task allowed: registration works,
+  // std::thread throws. A copy the unprivileged user can reach (see the palrt-startup case).
+  char dir_template[] = "/tmp/palrt-cli-XXXXXX";
+  REQUIRE(mkdtemp(dir_template) != nullptr);
+  const std::filesystem::path dir = dir_template;
+  struct remove_dir {
+    std::filesystem::path path;
+    ~remove_dir() { std::filesystem::remove_all(path); }
+  } cleanup{dir};
+  const auto copy = dir / "palrt-startup-reference-cpp";
+  std::filesystem::copy_file(artefact("PALRT_TEST_REFERENCE_CPP"), copy);
+  std::filesystem::permissions(dir, std::filesystem::perms(0755));
+  std::filesystem::permissions(copy, std::filesystem::perms(0755));
+  auto env = palrt::testing::privilege_drop_env();
+  env.push_back("PALRT_TEST_STARTUP_COPY=" + copy.string());
+  auto r = run_fresh("exec_startup_under_rlimit_nproc", {env, {}});
+  INFO(r.out, r.err);
+  if (r.exit_code == 125) {
+    MESSAGE("skipped: RLIMIT_NPROC cannot be applied here: " << r.out);
+    return;
   }
+  CHECK(r.exit_code == 1);
+  CHECK(line_count(r.err) == 1);
+  // Where membarrier is denied it stops at QUERY instead, which the case above covers.
+  if (membarrier_available()) CHECK(r.err.find("palrt-startup-reference-cpp: std::thread: ") == 0);
 }
 
 TEST_CASE("json_string, the tools' one JSON escaper: control characters escaped, bad UTF-8 as U+FFFD") {
@@ -978,4 +1011,90 @@ TEST_CASE("palrt-bench: gc --smoke --json reports every walk beside the walk it 
                     "dependent-chain walk-order ns_per_op 1", "dependent-chain reverse-order ns_per_op 1",
                     "dependent-chain rounds-walk-order ns_per_op 1",
                     "dependent-chain rounds-reverse-order ns_per_op 1"});
+}
+
+// --- The shim and procfs ------------------------------------------------------------------------
+
+namespace {
+
+// The lines of an strace log (-f -o FILE) that open a /proc path, split at the second
+// membarrier QUERY: the shim's registration makes the first, palrt's own bootstrap the second.
+struct procfs_opens {
+  int queries = 0;
+  int before_palrt = 0;  // the shim's own census, if its registration looked slow
+  int from_palrt = 0;    // from palrt's registration on, to the end of the run
+  std::vector<std::string> lines;
+};
+
+procfs_opens count_procfs_opens(const std::filesystem::path& log) {
+  procfs_opens seen;
+  std::ifstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("membarrier(MEMBARRIER_CMD_QUERY") != std::string::npos) {
+      ++seen.queries;
+      continue;
+    }
+    // open, openat and openat2, by absolute path or relative to a /proc descriptor (-y).
+    const bool is_open = line.find("open(") != std::string::npos || line.find("openat(") != std::string::npos ||
+                         line.find("openat2(") != std::string::npos;
+    if (!is_open || line.find("/proc") == std::string::npos) continue;
+    ++(seen.queries >= 2 ? seen.from_palrt : seen.before_palrt);
+    seen.lines.push_back(line);
+  }
+  return seen;
+}
+
+// Why strace cannot trace here, or empty when it can.
+std::string strace_unusable() {
+  try {
+    auto r = run_process({"strace", "-o", "/dev/null", "true"});
+    if (r.exit_code != 0) return "strace cannot trace here (ptrace not permitted?): " + r.err;
+  } catch (const std::runtime_error& e) {
+    return std::string("strace is not installed (scripts/setup.sh installs it): ") + e.what();
+  }
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("palrt-startup under the shim opens nothing in /proc after the shim's registration (strace)") {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  MESSAGE("skipped: a sanitizer's runtime reads /proc itself (maps, task) in every process it runs");
+  return;
+#endif
+  if (!membarrier_available()) return;  // the shim registers nothing, and palrt counts by design
+  if (const std::string why = strace_unusable(); !why.empty()) {
+    MESSAGE("skipped: " << why);
+    return;
+  }
+  char dir_template[] = "/tmp/palrt-cli-XXXXXX";
+  REQUIRE(mkdtemp(dir_template) != nullptr);
+  const std::filesystem::path dir = dir_template;
+  struct remove_dir {
+    std::filesystem::path path;
+    ~remove_dir() { std::filesystem::remove_all(path); }
+  } cleanup{dir};
+  // Verbose, the shim always counts its threads (its line shows the count): that one read, seen
+  // before palrt's registration, is the control that shows the trace catches a /proc open.
+  for (const bool verbose : {false, true}) {
+    CAPTURE(verbose);
+    const auto log = dir / (verbose ? "verbose.log" : "quiet.log");
+    // -E: the shim goes to palrt-startup only, not to strace. strace slows every syscall, so
+    // the shim's own registration may look slow and be counted: allowed, and before palrt's.
+    std::vector<std::string> argv{"strace", "-f", "-y", "-e", "trace=openat,open,openat2,membarrier",
+                                  "-o", log.string(), "-E", "LD_PRELOAD=" + artefact("PALRT_TEST_SHIM")};
+    if (verbose) argv.insert(argv.end(), {"-E", "PALRT_PRELOAD_VERBOSE=1"});
+    argv.push_back(artefact("PALRT_TEST_STARTUP"));
+    auto r = run_process(argv);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const procfs_opens seen = count_procfs_opens(log);
+    INFO(joined(seen.lines));
+    REQUIRE(seen.queries == 2);  // the shim's registration, then palrt's
+    CHECK(seen.from_palrt == 0);
+    if (verbose) {
+      CHECK(seen.before_palrt == 1);
+      CHECK(r.err.find(", 1 thread, by constructor") != std::string::npos);
+    }
+  }
 }

@@ -146,7 +146,8 @@ struct process_barrier_state {
   bool registered = false;           // this process is registered for PRIVATE_EXPEDITED
   // Threads of this process counted from /proc right after registration (before palrt
   // starts any thread), or 0 when not counted: no registration, /proc unreadable, or
-  // registration_census::if_slow and the registration looked fast.
+  // registration_census::if_slow and either the registration looked fast or the process's
+  // earlier registrant (palrt's preload shim) recorded that it registered with one thread.
   int threads_at_registration = 0;
   // The registration looked like the kernel's single-threaded fast path: a first
   // registration that took under 200 us. Inferred from timing, not counted: with

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 // Is the preload shim (libpalrt-preload.so) in this process, and did it register?
 //
-// Looked up with dlsym only when asked (for reports and the doctor), never on the startup
-// path. A host bootstrapped under the shim still calls REGISTER itself; the kernel answers
-// at once because the shim registered first, so the shim is who took the fast path.
+// Looked up with dlsym when asked (for reports and the doctor), and on the startup path only
+// when the bootstrap's own registration found the process registered already: then the
+// shim's record stands in for the thread census (no /proc read). A host bootstrapped under
+// the shim still calls REGISTER itself; the kernel answers at once because the shim
+// registered first, so the shim is who took the fast path.
 #pragma once
 
 #include "palrt/pal/config.hpp"  // first: C++20, or one clear #error

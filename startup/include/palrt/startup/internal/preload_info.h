@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
  * What the preload shim (libpalrt-preload.so) publishes about the registration it did, so a
- * palrt host in the same process can report `registered_by: preload`. The host finds it with
- * dlsym(RTLD_DEFAULT, PALRT_PRELOAD_INFO_SYMBOL) only when it builds a report: nothing on the
- * startup path looks for it, and a process without the shim simply finds no symbol.
+ * palrt host in the same process can report `registered_by: preload`, and need not count its
+ * threads at its own (late, instant) registration. The host finds it with
+ * dlsym(RTLD_DEFAULT, PALRT_PRELOAD_INFO_SYMBOL) when it builds a report, and during bootstrap
+ * only when its registration found the process registered already; a process without the
+ * shim simply finds no symbol.
  */
 #ifndef PALRT_STARTUP_INTERNAL_PRELOAD_INFO_H
 #define PALRT_STARTUP_INTERNAL_PRELOAD_INFO_H
