@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -95,8 +96,9 @@ inline dependent_index_node* dependent_nodes(const handle_block* block) noexcept
   return reinterpret_cast<dependent_index_node*>(block->secondaries + handle_block_slots);
 }
 inline std::atomic<void*>** dependent_links(const handle_block* block, bool indexed) noexcept {
-  return reinterpret_cast<std::atomic<void*>**>(reinterpret_cast<char*>(block->secondaries + handle_block_slots) +
-                                          (indexed ? handle_block_slots * sizeof(dependent_index_node) : 0));
+  char* after_secondaries = reinterpret_cast<char*>(block->secondaries + handle_block_slots);
+  return reinterpret_cast<std::atomic<void*>**>(after_secondaries +
+                                                (indexed ? handle_block_slots * sizeof(dependent_index_node) : 0));
 }
 inline constexpr std::size_t dependent_side_bytes(bool indexed) noexcept {
   return handle_block_slots * (sizeof(std::atomic<void*>) + (indexed ? sizeof(dependent_index_node) : 0) +
@@ -113,7 +115,7 @@ inline void for_each_taken_slot(handle_block* block, F&& f) {
     // it is read).
     std::uint64_t bits = block->taken[word].load(std::memory_order_acquire);
     while (bits) {
-      const std::size_t index = word * 64 + static_cast<std::size_t>(__builtin_ctzll(bits));
+      const std::size_t index = word * 64 + static_cast<std::size_t>(std::countr_zero(bits));
       bits &= bits - 1;
       f(block, index);
     }
