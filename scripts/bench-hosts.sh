@@ -12,7 +12,7 @@
 # Boehm host (palrt's handles and identity cache inside a Boehm-collected process against
 # Boehm's own disappearing links: tools/hosts/boehm/bench_boehm.cpp). And the walks a
 # production collector makes (`palrt-bench gc`, rows gc/...: tools/palrt-bench/bench_gc.cpp),
-# each run RUNS times by tools/palrt-bench/bench_runs.py, and the generational copying host
+# each run RUNS times by tools/hosts/bench_runs.py, and the generational copying host
 # (tools/hosts/copying/bench_copying.cpp: a young pause with 100,000 old weak handles against
 # none).
 # Needs a release build in build/ with the hosts in it (scripts/build.sh build; the hosts are
@@ -46,26 +46,12 @@ if [ ! -x "$palrt_bench" ]; then
   echo "bench-hosts: $palrt_bench is not built; build first (scripts/build.sh build -Dbuildtype=release)" >&2
   exit 1
 fi
-# Sets own_cpu to the CPU time (user + system, seconds) this script's finished children have
-# used: the second line of `times`, which must run in this shell (in a $(...) subshell it
-# would count the subshell's children). scripts/machine_load.py takes it to tell the
-# benchmark's own CPU time from what other processes took meanwhile.
-own_cpu=0
-children_cpu() {
-  local file
-  file=$(mktemp)
-  times >"$file"
-  own_cpu=$(awk 'NR == 2 { t = 0; for (i = 1; i <= 2; i++) { split($i, p, "m"); t += p[1] * 60 + p[2] } printf "%.3f", t }' "$file")
-  rm -f "$file"
-}
 mkdir -p results
-children_cpu
-load_start=$("$python" scripts/machine_load.py snapshot --own-cpu "$own_cpu")
+load_start=$("$python" scripts/machine_load.py snapshot --pid $$)
 "$python" tools/hosts/cpython/bench_python.py --modules "$modules" --runs "$runs" --json results/hosts.json
 "$python" tools/hosts/boehm/bench_boehm.py --bench "$boehm_bench" --runs "$runs" --json results/hosts.json
 "$python" tools/hosts/copying/bench_copying.py --bench "$copying_bench" --runs "$runs" --json results/hosts.json
-"$python" tools/palrt-bench/bench_runs.py --bench "$palrt_bench" --component gc --runs "$runs" --json results/hosts.json
+"$python" tools/hosts/bench_runs.py --bench "$palrt_bench" --component gc --runs "$runs" --json results/hosts.json
 # What else the machine did meanwhile, printed and kept in hosts.json ("machine": {"load"}).
-children_cpu
-"$python" scripts/machine_load.py report --since "$load_start" --own-cpu "$own_cpu" --json-into results/hosts.json
+"$python" scripts/machine_load.py report --since "$load_start" --pid $$ --json-into results/hosts.json
 echo "bench-hosts: wrote results/hosts.json"

@@ -63,20 +63,7 @@ mkdir -p results
 # both build palrt-startup's option parser (a run without arguments skips it: 40-100 us,
 # which would otherwise be charged to the shim). The baseline registers first, the shim row
 # registers late (threads-first) in a process the shim has registered already.
-# Sets own_cpu to the CPU time (user + system, seconds) this script's finished children have
-# used: the second line of `times`, which must run in this shell (in a $(...) subshell it
-# would count the subshell's children). scripts/machine_load.py takes it to tell the
-# benchmark's own CPU time from what other processes took meanwhile.
-own_cpu=0
-children_cpu() {
-  local file
-  file=$(mktemp)
-  times >"$file"
-  own_cpu=$(awk 'NR == 2 { t = 0; for (i = 1; i <= 2; i++) { split($i, p, "m"); t += p[1] * 60 + p[2] } printf "%.3f", t }' "$file")
-  rm -f "$file"
-}
-children_cpu
-load_start=$("$python" scripts/machine_load.py snapshot --own-cpu "$own_cpu")
+load_start=$("$python" scripts/machine_load.py snapshot --pid $$)
 per_round=$(((runs + rounds - 1) / rounds))
 rm -f results/startup-round-*  # a smaller ROUNDS must not leave older rounds behind
 round_files=()
@@ -118,8 +105,7 @@ done
 # floor; with the eager sync worker within 1.30x of the two-thread C floor (and, without a
 # target yet, its ratio to the two-thread C++ floor); the shim row within 1.05x of its
 # baseline (the ratio column of row 10).
-children_cpu
-load_line=$("$python" scripts/machine_load.py report --since "$load_start" --own-cpu "$own_cpu")
+load_line=$("$python" scripts/machine_load.py report --since "$load_start" --pid $$)
 "$python" scripts/startup_report.py summary --hyperfine "${round_files[@]}" \
   --baselines 1,6,9,11 --compare 1/4:1.25 --compare 1/5:1.05 --compare 6/7:1.30 --compare 6/8 \
   --reports "$reports" \

@@ -2,16 +2,16 @@
 # SPDX-License-Identifier: MIT
 """What else the machine did while a benchmark ran, so that a reader can tell a disturbed run
 from a regression: the CPU time other processes took (the machine's busy time from
-/proc/stat less the benchmark's own, which the calling script measures with `times`), the
-hypervisor's steal time, and the load average before and after.
+/proc/stat less the benchmark's own: the calling script's and that of the children it has
+waited for, from /proc/PID/stat), the hypervisor's steal time, and the load average before
+and after.
 
-  start=$(machine_load.py snapshot --own-cpu SECONDS)
-  ... the benchmark ...
-  machine_load.py report --since "$start" --own-cpu SECONDS [--json-into FILE]
+  start=$(machine_load.py snapshot --pid $$)
+  ... the benchmark, every command of it waited for ...
+  machine_load.py report --since "$start" --pid $$ [--json-into FILE]
 
---own-cpu is the CPU time (user + system) the calling script's finished children have used
-so far (bash: `times`, second line). `report` prints one line; with --json-into it also
-records the figures as "load" in the "machine" object of the palrt-bench-shaped report FILE.
+`report` prints one line; with --json-into it also records the figures as "load" in the
+"machine" object of the palrt-bench-shaped report FILE.
 """
 import argparse
 import json
@@ -36,37 +36,46 @@ def loadavg():
         return float(f.read().split()[0])
 
 
-def snapshot(own_cpu):
+def process_cpu(pid):
+    """CPU seconds of process `pid` and of the children it has waited for: utime, stime,
+    cutime and cstime of /proc/PID/stat (fields 14-17; the name in parentheses may hold
+    spaces, so fields are counted after its closing parenthesis)."""
+    with open(f'/proc/{pid}/stat') as f:
+        after_name = f.read().rsplit(')', 1)[1].split()
+    utime, stime, cutime, cstime = (int(v) for v in after_name[11:15])
+    return (utime + stime + cutime + cstime) / os.sysconf('SC_CLK_TCK')
+
+
+def snapshot(pid):
     busy, steal = cpu_jiffies()
-    return {'time': time.monotonic(), 'busy': busy, 'steal': steal, 'loadavg': loadavg(), 'own_cpu': own_cpu}
+    return {'time': time.monotonic(), 'busy': busy, 'steal': steal, 'loadavg': loadavg(), 'own_cpu': process_cpu(pid)}
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest='what', required=True)
     s = sub.add_parser('snapshot')
-    s.add_argument('--own-cpu', type=float, required=True)
+    s.add_argument('--pid', type=int, required=True, help="the benchmark script's process ($$)")
     r = sub.add_parser('report')
     r.add_argument('--since', required=True, help='the output of snapshot')
-    r.add_argument('--own-cpu', type=float, required=True)
+    r.add_argument('--pid', type=int, required=True, help='as for snapshot')
     r.add_argument('--json-into', metavar='FILE')
     a = ap.parse_args()
     if a.what == 'snapshot':
-        print(json.dumps(snapshot(a.own_cpu)))
+        print(json.dumps(snapshot(a.pid)))
         return 0
     try:
         before = json.loads(a.since)
     except json.JSONDecodeError:
         ap.error('--since: not the output of `machine_load.py snapshot`')
-    after = snapshot(a.own_cpu)
+    after = snapshot(a.pid)
     hz = os.sysconf('SC_CLK_TCK')
     cpus = len(os.sched_getaffinity(0))
     wall = after['time'] - before['time']
     busy = (after['busy'] - before['busy']) / hz
     steal = (after['steal'] - before['steal']) / hz
     own = after['own_cpu'] - before['own_cpu']
-    # /proc/stat counts in ticks and `times` in finer units: a few ticks of difference either
-    # way is rounding, so "other" is not allowed below zero.
+    # Both count in ticks, each rounded its own way: "other" is not allowed below zero.
     other = max(0.0, busy - own)
     capacity = wall * cpus if wall > 0 else float('nan')
     load = {'wall_s': round(wall, 3), 'cpus': cpus, 'own_cpu_s': round(own, 3), 'other_cpu_s': round(other, 3),

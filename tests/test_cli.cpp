@@ -35,6 +35,19 @@ using palrt::testing::run_process;
 
 namespace {
 
+// A folder of its own under /tmp for one test case, removed with what it holds at the end.
+struct scratch_dir {
+  std::filesystem::path path;
+  scratch_dir() {
+    char dir_template[] = "/tmp/palrt-cli-XXXXXX";
+    REQUIRE(mkdtemp(dir_template) != nullptr);
+    path = dir_template;
+  }
+  scratch_dir(const scratch_dir&) = delete;
+  scratch_dir& operator=(const scratch_dir&) = delete;
+  ~scratch_dir() { std::filesystem::remove_all(path); }
+};
+
 using json = nlohmann::json;
 
 std::string joined(const std::vector<std::string>& args) {
@@ -359,13 +372,8 @@ TEST_CASE("palrt-startup: a startup failure gives its reason once, with the errn
 }
 
 TEST_CASE("palrt-startup: a startup failure exits 1 and names the phase and errno") {
-  char dir_template[] = "/tmp/palrt-cli-XXXXXX";
-  REQUIRE(mkdtemp(dir_template) != nullptr);
-  const std::filesystem::path dir = dir_template;
-  struct remove_dir {
-    std::filesystem::path path;
-    ~remove_dir() { std::filesystem::remove_all(path); }
-  } cleanup{dir};
+  const scratch_dir scratch;
+  const std::filesystem::path& dir = scratch.path;
   const auto copy = dir / "palrt-startup";
   std::filesystem::copy_file(artefact("PALRT_TEST_STARTUP"), copy);
   std::filesystem::permissions(dir, std::filesystem::perms(0755));
@@ -939,13 +947,8 @@ TEST_CASE("palrt-startup-reference and its C++ twin: one thread by default, two 
 TEST_CASE("palrt-startup-reference-cpp: a thread that cannot start exits 1 with one line") {
   // Under RLIMIT_NPROC of 1 the process itself is the one task allowed: registration works,
   // std::thread throws. A copy the unprivileged user can reach (see the palrt-startup case).
-  char dir_template[] = "/tmp/palrt-cli-XXXXXX";
-  REQUIRE(mkdtemp(dir_template) != nullptr);
-  const std::filesystem::path dir = dir_template;
-  struct remove_dir {
-    std::filesystem::path path;
-    ~remove_dir() { std::filesystem::remove_all(path); }
-  } cleanup{dir};
+  const scratch_dir scratch;
+  const std::filesystem::path& dir = scratch.path;
   const auto copy = dir / "palrt-startup-reference-cpp";
   std::filesystem::copy_file(artefact("PALRT_TEST_REFERENCE_CPP"), copy);
   std::filesystem::permissions(dir, std::filesystem::perms(0755));
@@ -1067,13 +1070,8 @@ TEST_CASE("palrt-startup under the shim opens nothing in /proc after the shim's 
     MESSAGE("skipped: " << why);
     return;
   }
-  char dir_template[] = "/tmp/palrt-cli-XXXXXX";
-  REQUIRE(mkdtemp(dir_template) != nullptr);
-  const std::filesystem::path dir = dir_template;
-  struct remove_dir {
-    std::filesystem::path path;
-    ~remove_dir() { std::filesystem::remove_all(path); }
-  } cleanup{dir};
+  const scratch_dir scratch;
+  const std::filesystem::path& dir = scratch.path;
   // Verbose, the shim always counts its threads (its line shows the count): that one read, seen
   // before palrt's registration, is the control that shows the trace catches a /proc open.
   for (const bool verbose : {false, true}) {

@@ -12,10 +12,12 @@ report already in FILE (scripts/bench-hosts.sh writes the CPython rows first).
 import argparse
 import json
 import os
-import platform
-import statistics
 import subprocess
 import sys
+
+# tools/hosts/hosts_report.py: the rows' medians and the merge into hosts.json, shared by the hosts.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import hosts_report  # noqa: E402
 
 CASES = [  # (args, variants)
     (['--case', 'weak-pair'], ['palrt', 'boehm-links']),
@@ -40,38 +42,26 @@ def main():
     a = ap.parse_args()
     if a.runs < 1:
         ap.error('--runs must be at least 1')
-    samples = {}
-    order = []
+    rows = hosts_report.samples()
     for run in range(a.runs):
         for args, variants in CASES:
             k = run % len(variants)
             for v in variants[k:] + variants[:k]:  # rotated from run to run
                 for row in measure(a.bench, args, v):
-                    key = (row['case'], row['metric'], row['threads'], row['variant'])
-                    if key not in samples:
-                        order.append(key)
-                    samples.setdefault(key, []).append(row['value'])
+                    rows.add(row)
         print(f'bench_boehm: run {run + 1}/{a.runs} done', file=sys.stderr)
-    results = [{'case': c, 'variant': v, 'threads': t, 'metric': m, 'value': statistics.median(samples[(c, m, t, v)]),
-                'samples': samples[(c, m, t, v)]} for (c, m, t, v) in order]
-    machine = {'nproc': len(os.sched_getaffinity(0)), 'kernel': platform.release()}
+    results = rows.results()
+    machine = hosts_report.machine()
     if a.json:
-        report = {'component': 'hosts', 'machine': machine, 'results': []}
-        if os.path.exists(a.json):
-            with open(a.json) as f:
-                report = json.load(f)
-        report['results'] = [r for r in report['results'] if not r['case'].startswith('boehm/')] + results
-        with open(a.json, 'w') as f:
-            json.dump(report, f, indent=1)
-            f.write('\n')
+        hosts_report.merge(a.json, 'boehm/', results, machine)
     print(f'boehm host: medians of {a.runs} runs; nproc {machine["nproc"]}, kernel {machine["kernel"]}')
     print(f'{"case":24} {"metric":11} {"threads":>7} {"palrt":>12} {"boehm-links":>12} {"none":>12} {"palrt/links":>12} {"palrt/none":>11}')
     seen = []
-    for (c, m, t, v) in order:
+    for (c, v, t, m) in rows.order:
         if (c, m, t) in seen:
             continue
         seen.append((c, m, t))
-        med = {vv: statistics.median(samples[(c, m, t, vv)]) for (cc, mm, tt, vv) in order if (cc, mm, tt) == (c, m, t)}
+        med = {vv: rows.median(c, vv, t, m) for (cc, vv, tt, mm) in rows.order if (cc, mm, tt) == (c, m, t)}
         cells = ''.join(f'{med[x]:12.1f}' if x in med else f'{"-":>12}' for x in ('palrt', 'boehm-links', 'none'))
         r1 = f'{med["palrt"] / med["boehm-links"]:11.2f}x' if 'boehm-links' in med else f'{"-":>12}'
         r2 = f'{med["palrt"] / med["none"]:10.2f}x' if 'none' in med else f'{"-":>11}'

@@ -12,11 +12,10 @@ with each case's ratios against the first variant of its rows.
 """
 import argparse
 import json
-import os
-import platform
-import statistics
 import subprocess
 import sys
+
+import hosts_report
 
 
 def main():
@@ -29,27 +28,16 @@ def main():
     if a.runs < 1:
         ap.error('--runs must be at least 1')
     prefix = a.component + '/'
-    samples, order = {}, []
+    rows = hosts_report.samples()
     for run in range(a.runs):
         out = subprocess.run([a.bench, a.component, '--json'], check=True, capture_output=True, text=True)
         for row in json.loads(out.stdout)['results']:
-            key = (prefix + row['case'], row['variant'], row['threads'], row['metric'])
-            if key not in samples:
-                order.append(key)
-            samples.setdefault(key, []).append(row['value'])
+            rows.add(dict(row, case=prefix + row['case']))
         print(f'bench_runs: {a.component} run {run + 1}/{a.runs} done', file=sys.stderr)
-    results = [{'case': c, 'variant': v, 'threads': t, 'metric': m, 'value': statistics.median(samples[(c, v, t, m)]),
-                'samples': samples[(c, v, t, m)]} for (c, v, t, m) in order]
-    machine = {'nproc': len(os.sched_getaffinity(0)), 'kernel': platform.release()}
+    results = rows.results()
+    machine = hosts_report.machine()
     if a.json:
-        report = {'component': 'hosts', 'machine': machine, 'results': []}
-        if os.path.exists(a.json):
-            with open(a.json) as f:
-                report = json.load(f)
-        report['results'] = [r for r in report['results'] if not r['case'].startswith(prefix)] + results
-        with open(a.json, 'w') as f:
-            json.dump(report, f, indent=1)
-            f.write('\n')
+        hosts_report.merge(a.json, prefix, results, machine)
     print(f'{a.component}: medians of {a.runs} runs; nproc {machine["nproc"]}, kernel {machine["kernel"]}')
     first = {}
     for r in results:
