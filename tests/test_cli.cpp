@@ -371,16 +371,26 @@ TEST_CASE("palrt-startup: a startup failure gives its reason once, with the errn
   CHECK(reasons == 1);
 }
 
-TEST_CASE("palrt-startup: a startup failure exits 1 and names the phase and errno") {
+namespace {
+
+// Runs a copy of the tool `artefact_variable` names, placed where the unprivileged user can
+// reach it, as that user under RLIMIT_NPROC of 1 (the process itself is the one task allowed:
+// its first thread cannot start). Exit 125: the limit could not be applied here.
+palrt::testing::process_result run_copy_under_rlimit_nproc(const char* artefact_variable, const char* name) {
   const scratch_dir scratch;
-  const std::filesystem::path& dir = scratch.path;
-  const auto copy = dir / "palrt-startup";
-  std::filesystem::copy_file(artefact("PALRT_TEST_STARTUP"), copy);
-  std::filesystem::permissions(dir, std::filesystem::perms(0755));
+  const auto copy = scratch.path / name;
+  std::filesystem::copy_file(artefact(artefact_variable), copy);
+  std::filesystem::permissions(scratch.path, std::filesystem::perms(0755));
   std::filesystem::permissions(copy, std::filesystem::perms(0755));
   auto env = palrt::testing::privilege_drop_env();
   env.push_back("PALRT_TEST_STARTUP_COPY=" + copy.string());
-  auto r = run_fresh("exec_startup_under_rlimit_nproc", {env, {}});
+  return run_fresh("exec_startup_under_rlimit_nproc", {env, {}});
+}
+
+}  // namespace
+
+TEST_CASE("palrt-startup: a startup failure exits 1 and names the phase and errno") {
+  auto r = run_copy_under_rlimit_nproc("PALRT_TEST_STARTUP", "palrt-startup");
   INFO(r.out, r.err);
   CHECK(r.exit_code == 1);
   CHECK(line_count(r.err) == 1);
@@ -947,15 +957,7 @@ TEST_CASE("palrt-startup-reference and its C++ twin: one thread by default, two 
 TEST_CASE("palrt-startup-reference-cpp: a thread that cannot start exits 1 with one line") {
   // Under RLIMIT_NPROC of 1 the process itself is the one task allowed: registration works,
   // std::thread throws. A copy the unprivileged user can reach (see the palrt-startup case).
-  const scratch_dir scratch;
-  const std::filesystem::path& dir = scratch.path;
-  const auto copy = dir / "palrt-startup-reference-cpp";
-  std::filesystem::copy_file(artefact("PALRT_TEST_REFERENCE_CPP"), copy);
-  std::filesystem::permissions(dir, std::filesystem::perms(0755));
-  std::filesystem::permissions(copy, std::filesystem::perms(0755));
-  auto env = palrt::testing::privilege_drop_env();
-  env.push_back("PALRT_TEST_STARTUP_COPY=" + copy.string());
-  auto r = run_fresh("exec_startup_under_rlimit_nproc", {env, {}});
+  auto r = run_copy_under_rlimit_nproc("PALRT_TEST_REFERENCE_CPP", "palrt-startup-reference-cpp");
   INFO(r.out, r.err);
   if (r.exit_code == 125) {
     MESSAGE("skipped: RLIMIT_NPROC cannot be applied here: " << r.out);

@@ -9,6 +9,7 @@ import json
 import os
 import platform
 import statistics
+import sys
 
 
 class samples:
@@ -30,6 +31,38 @@ class samples:
     def results(self):
         return [{'case': c, 'variant': v, 'threads': t, 'metric': m, 'value': statistics.median(self.values[k]),
                  'samples': self.values[k]} for k in self.order for (c, v, t, m) in [k]]
+
+
+def run_rotated(runs, cases, measure, label):
+    """`runs` runs of every case: `cases` is [(args, variants)], measure(args, variant) returns
+    the rows one measurement printed. Within a run the variants of a case follow each other in
+    an order rotated from run to run, so that none always runs first (warm, or after another's
+    memory). Returns the samples."""
+    rows = samples()
+    for run in range(runs):
+        for args, variants in cases:
+            k = run % len(variants)
+            for v in variants[k:] + variants[:k]:
+                for row in measure(args, v):
+                    rows.add(row)
+        print(f'{label}: run {run + 1}/{runs} done', file=sys.stderr)
+    return rows
+
+
+def print_table(rows, variants, ratios):
+    """One line per case, metric and thread count: the median of each of `variants`, then each
+    ratio (numerator, denominator) of `ratios`, '-' where a variant was not measured."""
+    print(f'{"case":24} {"metric":11} {"threads":>7}' + ''.join(f' {v:>12}' for v in variants) +
+          ''.join(f' {n.split("-")[0] + "/" + d.split("-")[-1]:>12}' for n, d in ratios))
+    seen = []
+    for (c, _, t, m) in rows.order:
+        if (c, m, t) in seen:
+            continue
+        seen.append((c, m, t))
+        med = {v: rows.median(c, v, t, m) for (cc, v, tt, mm) in rows.order if (cc, mm, tt) == (c, m, t)}
+        cells = ''.join(f' {med[v]:12.1f}' if v in med else f' {"-":>12}' for v in variants)
+        cells += ''.join(f' {med[n] / med[d]:11.2f}x' if n in med and d in med else f' {"-":>12}' for n, d in ratios)
+        print(f'{c:24} {m:11} {t:7d}{cells}')
 
 
 def machine():

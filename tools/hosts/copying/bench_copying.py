@@ -42,30 +42,13 @@ def main():
     a = ap.parse_args()
     if a.runs < 1:
         ap.error('--runs must be at least 1')
-    rows = hosts_report.samples()
-    for run in range(a.runs):
-        for args, variants in CASES:
-            k = run % len(variants)
-            for v in variants[k:] + variants[:k]:  # rotated from run to run
-                for row in measure(a.bench, args, v, a.quick):
-                    rows.add(row)
-        print(f'bench_copying: run {run + 1}/{a.runs} done', file=sys.stderr)
+    rows = hosts_report.run_rotated(a.runs, CASES, lambda args, v: measure(a.bench, args, v, a.quick), 'bench_copying')
     results = rows.results()
     machine = hosts_report.machine()
     if a.json:
         hosts_report.merge(a.json, 'copying/', results, machine)
     print(f'copying host: medians of {a.runs} runs; nproc {machine["nproc"]}, kernel {machine["kernel"]}')
-    print(f'{"case":24} {"metric":11} {"threads":>7} {"palrt":>12} {"none":>12} {"palrt/none":>11}')
-    seen = []
-    for (c, v, t, m) in rows.order:
-        if (c, m, t) in seen:
-            continue
-        seen.append((c, m, t))
-        med = {vv: rows.median(c, vv, t, m) for (cc, vv, tt, mm) in rows.order if (cc, mm, tt) == (c, m, t)}
-        cells = ''.join(f'{med[x]:12.1f}' if x in med else f'{"-":>12}' for x in ('palrt', 'none'))
-        r = f'{med["palrt"] / med["none"]:10.2f}x' if 'palrt' in med and 'none' in med else f'{"-":>11}'
-        print(f'{c:24} {m:11} {t:7d} {cells} {r}')
-
+    hosts_report.print_table(rows, ('palrt', 'none'), [('palrt', 'none')])
 
 if __name__ == '__main__':
     main()
