@@ -26,6 +26,8 @@ packages=(
   # the two real hosts of the host-GC mode (tools/hosts/): a CPython extension module, its
   # suite run under the debug interpreter too, measured against pybind11; a host on Boehm GC
   python3-dev python3-dbg pybind11-dev libgc-dev
+  # the JVM host (tools/hosts/jvm/): a JNI library whose wrappers live in palrt's cache
+  openjdk-17-jdk-headless
 )
 
 installed() {

@@ -44,13 +44,17 @@
 // unlinking (which came before S's E, so before its B'), whatever time passes; and a reader
 // that was inside with e <= t made S return e <= t, not v.
 #include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <cstdint>
+#include <chrono>
 #include <stdexcept>
+#include <string>
+#include <thread>
 
 #include "palrt/pal/compat.hpp"
 #include "palrt/gc/internal/grace_period.hpp"
@@ -215,6 +219,35 @@ std::uint64_t oldest_reader_epoch() {
          !safe_below.compare_exchange_weak(known, oldest, std::memory_order_release, std::memory_order_relaxed)) {
   }
   return oldest;
+}
+
+namespace {
+std::atomic<void (*)(void*)> reader_wait_hook{nullptr};
+std::atomic<void*> reader_wait_context{nullptr};
+}  // namespace
+
+void reader_wait_access::on_wait(void (*hook)(void* context), void* context) noexcept {
+  reader_wait_context.store(context, std::memory_order_relaxed);
+  reader_wait_hook.store(hook, std::memory_order_release);
+}
+
+void wait_for_readers(const char* who) {
+  if (current_reader && current_reader->state.load(std::memory_order_relaxed) != 0)
+    throw std::logic_error(std::string(who) + ": called inside a read section of this thread");
+  // The caller's stores are before the epoch's increment (acq_rel), and the scan's barrier is
+  // after it: a reader the scan does not see inside was outside when the barrier ran, so
+  // its next section's loads see those stores (the argument of retire and free, above).
+  const std::uint64_t tag = retire_epoch();
+  for (int attempt = 0; oldest_reader_epoch() <= tag; ++attempt) {
+    if (auto hook = reader_wait_hook.load(std::memory_order_acquire)) [[unlikely]]
+      hook(reader_wait_context.load(std::memory_order_relaxed));
+    // A reader is inside (a few ns normally; longer if it was preempted): give it the CPU,
+    // then back off, as drain_retired() does.
+    if (attempt < 10)
+      sched_yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000, 10 * attempt)));
+  }
 }
 
 std::uint64_t known_safe_epoch() noexcept {

@@ -48,6 +48,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "palrt/gc/internal/grace_period.hpp"
 #include "palrt/interop/internal/bucket_hash.hpp"
 #include "palrt/pal/cpu.hpp"
 #include "palrt/pal/fork.hpp"
@@ -255,6 +256,9 @@ host_map_state::~host_map_state() {
 
 }  // namespace internal
 
+host_cache_closed::host_cache_closed(const char* operation)
+    : std::logic_error(std::string("palrt: host_identity_cache::") + operation + ": the cache was closed") {}
+
 namespace detail {
 
 using internal::host_map_state;
@@ -270,11 +274,13 @@ void host_map_core::throw_reserved(const char* operation, const void* identity) 
                               (identity ? "~0, reserved for removed slots" : "null"));
 }
 
+void host_map_core::throw_closed(const char* operation) { throw host_cache_closed(operation); }
+
 void host_map_core::throw_no_wrapper(const char* operation) {
   throw std::invalid_argument(std::string("host_identity_cache::") + operation + ": no wrapper (null)");
 }
 
-host_entry host_map_core::insert(const void* identity, void* wrapper, const char* operation) {
+host_entry host_map_core::insert(const void* identity, void* wrapper, const char* operation, void* context) {
   host_map_state& s = *state_;
   if (!s.exclusive && s.made.forked())
     throw pal::forked_child_error(std::string("host_identity_cache::") + operation);
@@ -286,13 +292,16 @@ host_entry host_map_core::insert(const void* identity, void* wrapper, const char
   {
     std::unique_lock<std::mutex> lock(w.lock, std::defer_lock);
     if (!s.exclusive) lock.lock();
+    // Under the lock: close() takes every bucket's lock after setting the flag, so an insert
+    // either finished before close() returned or throws.
+    if (closed_.load(std::memory_order_relaxed)) throw_closed(operation);
     bucket_table* t = s.tables[b].load(std::memory_order_relaxed);
     const std::ptrdiff_t old = t ? internal::slot_of(*t, identity, hash, s.bucket_bits) : -1;
     if (old >= 0) {
       bucket_table::entry& e = t->entries()[old];
       void* cached = e.value.load(std::memory_order_relaxed);
       if (cached == wrapper) return result;  // cached already: the caller's reference stands
-      if (cached && s.hooks.try_acquire(cached)) {
+      if (cached && s.hooks.try_acquire(s.hooks.policy, context, cached)) {
         ++w.races_lost;
         return {cached, host_token(identity, cached), false};
       }
@@ -374,7 +383,7 @@ bool host_map_core::erase(host_token token) noexcept {
   return removed;
 }
 
-void* host_map_core::try_get_locked(const void* identity) const noexcept {
+void* host_map_core::try_get_locked(const void* identity, void* context) const noexcept {
   host_map_state& s = *state_;
   if (s.made.forked()) return nullptr;  // a parent's thread may hold the lock
   const std::uint64_t hash = fibonacci_hash(identity);
@@ -385,7 +394,28 @@ void* host_map_core::try_get_locked(const void* identity) const noexcept {
   const std::ptrdiff_t i = internal::slot_of(*t, identity, hash, s.bucket_bits);
   if (i < 0) return nullptr;
   void* w = t->entries()[i].value.load(std::memory_order_relaxed);
-  return w && s.hooks.try_acquire(w) ? w : nullptr;
+  return w && s.hooks.try_acquire(s.hooks.policy, context, w) ? w : nullptr;
+}
+
+void host_map_core::close() {
+  host_map_state& s = *state_;
+  // seq_cst: before the locks below and the grace period's epoch (what readers see first).
+  closed_.store(true, std::memory_order_seq_cst);
+  if (s.exclusive) return;  // under the host's lock: no call is in progress
+  // A fork()ed child: a parent's thread may hold a lock, and inserts throw anyway.
+  if (!s.made.forked())
+    for (std::size_t b = 0; b < s.bucket_count(); ++b)
+      std::lock_guard<std::mutex> wait_for_writer(s.writers[b].lock);  // an insert past its check
+  // A lookup that read the flag clear is inside a read section opened before the store.
+  gc::internal::wait_for_readers("palrt::interop::host_identity_cache::close");
+}
+
+void host_map_core::synchronize() {
+  // Lookups run in read sections. An insert (or a lookup under the lock) calls try_acquire
+  // on a cached wrapper under its bucket's lock, which the entry's erase took too: once the
+  // erase returned, none is touching that wrapper.
+  if (state_->exclusive) return;
+  gc::internal::wait_for_readers("palrt::interop::host_identity_cache::synchronize");
 }
 
 std::size_t host_map_core::sweep(void* context, liveness_batch_fn is_alive) {

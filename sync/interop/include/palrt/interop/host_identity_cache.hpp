@@ -25,18 +25,52 @@
 //   cache.erase(e.token);
 //   palrt::gc::retire(e.wrapper, [](void* w) noexcept { delete static_cast<host_wrapper*>(w); });
 //
-// The policy (a class with static members) says how the cache treats the host's objects:
+// The policy says how the cache treats the host's objects:
 //   static constexpr host_reclamation reclamation;   // see below
-//   static bool try_acquire(void* wrapper) noexcept; // take a reference to a wrapper the
+//   bool try_acquire(void* wrapper) const noexcept;  // take a reference to a wrapper the
 //                                                    // cache found, or false if it may no
-//                                                    // longer be handed out (its count is
-//                                                    // zero and it is being destroyed)
-//   static void release(void* wrapper) noexcept;     // drop the reference to a factory's
+//                                                    // longer be handed out (being destroyed,
+//                                                    // or dying: see "Dying wrappers")
+//   void release(void* wrapper) const noexcept;      // drop the reference to a factory's
 //                                                    // wrapper that lost a race
-// CPython (under the GIL): Py_INCREF unless the count is zero / Py_DECREF. Boehm: the pointer itself is the
-// reference (true / nothing). A JVM: NewLocalRef of the weak global, non-null / DeleteLocalRef.
-// Both run with the bucket's writer lock held on a miss (grace_period): they must not call
-// into this cache.
+// The two may be static members (the host's state is global: CPython under the GIL, Boehm),
+// or const members of a policy object with state of its own, given to the constructor and
+// kept by the cache: a lua_State for the interpreter a cache belongs to, a JavaVM. And a
+// policy may ask for a per-call context, for what belongs to the calling thread and not to
+// the cache (a JNIEnv is valid on its own thread only):
+//   using context = C;                                      // small, copied per call
+//   bool try_acquire(C context, void* wrapper) const noexcept;
+//   void release(C context, void* wrapper) const noexcept;
+// Then try_get(), insert() and get_or_create() take the caller's context first and hand it
+// to the policy, on the caller's thread; the context is also where try_acquire() returns
+// what it made, when the reference it takes is not the wrapper pointer itself (a JVM's
+// NewLocalRef: palrt/jni/identity_cache.hpp uses `using context = call*`). Other members need
+// none. CPython (under the GIL): Py_INCREF unless the count is zero / Py_DECREF. Boehm: the
+// pointer itself is the reference (true / nothing). A JVM: NewLocalRef of the weak global
+// reference, non-null / DeleteWeakGlobalRef of one never cached. Both run with the bucket's
+// writer lock held on a miss (grace_period): they must not call into this cache.
+//
+// Dying wrappers. Runtimes with weak references clear them before they finalize (a JVM's
+// weak global references before its Cleaner actions run, Lua's weak tables before __gc): in
+// between, the wrapper is dying, still cached, and must not be handed out. try_acquire()
+// refuses it (NewLocalRef returns null; a Lua host finds its weak table's slot empty), and
+// then: try_get() misses; get_or_create() makes a new wrapper that replaces the dying one in
+// its entry (counters().dead_replaced); the dying wrapper's finalizer, erasing by its token,
+// finds the identity mapped to the new wrapper and leaves it (erase() is false), and frees
+// its own reference as usual. Nothing else is needed from the host: the token names the
+// mapping, not the identity.
+//
+// The end of a runtime. When the runtime ends (JVM shutdown, lua_close), its finalizers run
+// in no useful order, and the objects a policy reaches may be freed right after. close()
+// marks that point: afterwards try_get() and find() return null and call nothing,
+// insert() and get_or_create() throw host_cache_closed (before the factory), and erase(),
+// sweep(), counters() and the destructor work as before, so a finalizer that runs late still
+// erases its own entry, once, and frees its own reference, once. close() returns when no
+// lookup or insert that began before it is still running (grace_period: it waits for them),
+// so after close() returns the host may free what try_acquire() would touch. The cache itself
+// must outlive every call, the late finalizers' erase() included: keep it where the
+// runtime's end cannot free it before them (a JNI library's cache made in JNI_OnLoad lives
+// until the process exits; a Lua host frees it after lua_close() returned).
 //
 // Reclamation, chosen by the policy:
 // - grace_period: any thread, at any time. A hit writes no shared cache line: a read section
@@ -136,10 +170,12 @@
 #include "palrt/pal/config.hpp"  // first: C++20, or one clear #error
 
 #include <atomic>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <stdexcept>
 #include <type_traits>
 #include <utility>
 
@@ -175,6 +211,13 @@ struct host_entry {
   bool inserted = false;  // false: another wrapper was cached already and is returned
 };
 
+// Thrown by insert() and get_or_create() of a cache close() was called on; nothing was cached
+// (get_or_create() did not call the factory).
+class host_cache_closed : public std::logic_error {
+ public:
+  explicit host_cache_closed(const char* operation);
+};
+
 struct host_cache_options {
   // 0: RoundUpToPowerOf2(pal::processor_count()) buckets for grace_period, 1 for host_lock
   // (one lock serialises everything: more buckets would only cost memory); otherwise this
@@ -206,11 +249,40 @@ class host_cache_access;
 
 namespace detail {
 
-// The policy's calls, for the out-of-line part.
+// The policy's call the out-of-line part makes: `policy` is the cache's Policy object,
+// `context` the address of the call's context (null for a policy that takes none).
 struct host_hooks {
-  bool (*try_acquire)(void* wrapper) noexcept;
-  void (*release)(void* wrapper) noexcept;
+  const void* policy;
+  bool (*try_acquire)(const void* policy, void* context, void* wrapper) noexcept;
 };
+
+// What a policy declares (host_identity_cache.hpp, "The policy"): try_acquire/release on a
+// const Policy (static members, or const ones for a policy with state), with the call's
+// context first when it declares `using context = ...`.
+template <class P>
+concept host_policy_without_context = requires(const P& p, void* w) {
+  { p.try_acquire(w) } noexcept -> std::same_as<bool>;
+  { p.release(w) } noexcept;
+};
+template <class P>
+concept host_policy_with_context = requires(const P& p, typename P::context c, void* w) {
+  { p.try_acquire(c, w) } noexcept -> std::same_as<bool>;
+  { p.release(c, w) } noexcept;
+};
+// A policy's context, or this for a policy that takes none (a type no caller can name).
+struct no_host_context {
+  explicit no_host_context() = default;
+};
+template <class P>
+struct host_policy_context {
+  using type = no_host_context;
+};
+template <class P>
+  requires requires { typename P::context; }
+struct host_policy_context<P> {
+  using type = typename P::context;
+};
+
 using liveness_batch_fn = void (*)(void* context, std::span<void* const> wrappers, std::span<bool> alive);
 
 // The cache without its policy: the map and its out-of-line paths (host_identity_map.cpp).
@@ -224,19 +296,27 @@ class host_map_core {
   const bucket_view& view() const noexcept { return view_; }
   std::size_t bucket_count() const noexcept { return std::size_t{1} << view_.bucket_bits; }
   // `wrapper` owned by the caller; on a loss the winner, acquired (see host_entry).
-  host_entry insert(const void* identity, void* wrapper, const char* operation);
+  // `context`: passed to the policy's try_acquire. Throws host_cache_closed after close().
+  host_entry insert(const void* identity, void* wrapper, const char* operation, void* context);
   bool erase(host_token token) noexcept;
   // The hit under the bucket's lock, acquired: for a reader that met a writer at work.
-  void* try_get_locked(const void* identity) const noexcept;
+  void* try_get_locked(const void* identity, void* context) const noexcept;
+  void close();
+  void synchronize();
+  // relaxed: try_get() reads it inside its read section, and close() waits for the sections
+  // open when it set it; host_lock: under the host's lock.
+  bool closed() const noexcept { return closed_.load(std::memory_order_relaxed); }
   std::size_t sweep(void* context, liveness_batch_fn is_alive);
   host_cache_counters counters() const;
   [[noreturn]] static void throw_reserved(const char* operation, const void* identity);
   [[noreturn]] static void throw_no_wrapper(const char* operation);
+  [[noreturn]] static void throw_closed(const char* operation);
 
  private:
   friend class internal::host_cache_access;
   std::unique_ptr<internal::host_map_state> state_;
   const bucket_view view_;
+  std::atomic<bool> closed_{false};  // beside view_: the line every hit reads anyway
 };
 
 }  // namespace detail
@@ -245,32 +325,50 @@ template <class Policy>
 class host_identity_cache {
   static_assert(std::is_same_v<std::remove_cv_t<decltype(Policy::reclamation)>, host_reclamation>,
                 "host_identity_cache<Policy>: Policy::reclamation must be a host_reclamation");
-  static_assert(noexcept(Policy::try_acquire(static_cast<void*>(nullptr))) &&
-                    std::is_same_v<decltype(Policy::try_acquire(static_cast<void*>(nullptr))), bool>,
-                "host_identity_cache<Policy>: Policy::try_acquire(void*) must be a noexcept bool function");
-  static_assert(noexcept(Policy::release(static_cast<void*>(nullptr))),
-                "host_identity_cache<Policy>: Policy::release(void*) must be noexcept");
+  static_assert(detail::host_policy_without_context<Policy> || detail::host_policy_with_context<Policy>,
+                "host_identity_cache<Policy>: Policy needs `bool try_acquire(void*) const noexcept` and "
+                "`void release(void*) const noexcept` (static or const members), or, with `using context = C;`, "
+                "`bool try_acquire(C, void*) const noexcept` and `void release(C, void*) const noexcept`");
+  static constexpr bool takes_context = detail::host_policy_with_context<Policy>;
 
  public:
   static constexpr host_reclamation reclamation = Policy::reclamation;
+  // The policy's per-call context (Policy::context), passed first to try_get(), insert() and
+  // get_or_create(); for a policy without one, a type that no call accepts.
+  using context = typename detail::host_policy_context<Policy>::type;
 
   explicit host_identity_cache(host_cache_options options = {})
-      : core_(reclamation, options, detail::host_hooks{&try_acquire_hook, &release_hook}) {}
+    requires std::is_default_constructible_v<Policy>
+      : host_identity_cache(Policy{}, options) {}
+  // A policy with state of its own (the interpreter, the VM): kept for the cache's life,
+  // its const members called from any thread.
+  explicit host_identity_cache(Policy policy, host_cache_options options = {})
+      : policy_(std::move(policy)), core_(reclamation, options, detail::host_hooks{&policy_, &try_acquire_hook}) {}
   host_identity_cache(const host_identity_cache&) = delete;
   host_identity_cache& operator=(const host_identity_cache&) = delete;
 
   std::size_t bucket_count() const noexcept { return core_.bucket_count(); }
+  const Policy& policy() const noexcept { return policy_; }
 
-  // The wrapper of `identity`, acquired (Policy::try_acquire), or null (always for null and ~0).
-  // Never calls out but to try_acquire.
-  [[nodiscard]] void* try_get(const void* identity) const noexcept;
-  // The wrapper of `identity` without try_acquire, or null: valid for as long as the host
-  // keeps it (under its lock: until it releases it; a tracing host: while the pointer is
-  // reachable). grace_period: call it inside a read section (read_section.hpp), which keeps
-  // the table probed valid; a null result may also mean a writer was at work in the bucket
-  // (try_get() asks under the lock then).
+  // The wrapper of `identity`, acquired (Policy::try_acquire), or null (always for null and
+  // ~0, and after close()). Never calls out but to try_acquire.
+  [[nodiscard]] void* try_get(const void* identity) const noexcept
+    requires(!takes_context)
+  {
+    return try_get_with(identity, nullptr);
+  }
+  [[nodiscard]] void* try_get(context c, const void* identity) const noexcept
+    requires takes_context
+  {
+    return try_get_with(identity, &c);
+  }
+  // The wrapper of `identity` without try_acquire, or null (also after close()): valid for
+  // as long as the host keeps it (under its lock: until it releases it; a tracing host: while
+  // the pointer is reachable). grace_period: call it inside a read section (read_section.hpp),
+  // which keeps the table probed valid; a null result may also mean a writer was at work in
+  // the bucket (try_get() asks under the lock then).
   [[nodiscard]] void* find(const void* identity) const noexcept {
-    if (detail::is_reserved_key(identity)) [[unlikely]]
+    if (detail::is_reserved_key(identity) || core_.closed()) [[unlikely]]
       return nullptr;
     if constexpr (reclamation == host_reclamation::host_lock) {
       return detail::host_find_exclusive(core_.view(), identity);
@@ -284,33 +382,36 @@ class host_identity_cache {
   // a void* the caller owns a reference to, non-null), with no lock held, and it is cached.
   // Throws std::invalid_argument for a null or ~0 identity, or a null result; whatever the
   // factory throws; std::bad_alloc if a table cannot grow (the factory's wrapper is
-  // released first); in a fork()ed child (grace_period) pal::forked_child_error. Nothing was
-  // cached then.
+  // released first); host_cache_closed after close() (before calling the factory, or after:
+  // its wrapper released); in a fork()ed child (grace_period) pal::forked_child_error.
+  // Nothing was cached then.
   template <class Factory>
-  [[nodiscard]] host_entry get_or_create(const void* identity, Factory&& factory) {
-    if (void* hit = try_get(identity)) return {hit, host_token(identity, hit), false};
-    if (detail::is_reserved_key(identity)) detail::host_map_core::throw_reserved("get_or_create", identity);
-    void* made = factory(identity);
-    if (!made) detail::host_map_core::throw_no_wrapper("get_or_create");
-    host_entry e;
-    try {
-      e = core_.insert(identity, made, "get_or_create");
-    } catch (...) {
-      Policy::release(made);
-      throw;
-    }
-    if (!e.inserted) Policy::release(made);  // lost a race: the winner is returned
-    return e;
+  [[nodiscard]] host_entry get_or_create(const void* identity, Factory&& factory)
+    requires(!takes_context)
+  {
+    return get_or_create_with(identity, factory, nullptr);
+  }
+  template <class Factory>
+  [[nodiscard]] host_entry get_or_create(context c, const void* identity, Factory&& factory)
+    requires takes_context
+  {
+    return get_or_create_with(identity, factory, &c);
   }
   // Caches `wrapper` (the caller keeps its reference: the cache takes none) for `identity`,
   // unless a live wrapper is cached for it already: that one is returned, acquired, and
   // `wrapper` is left to the caller. Throws as get_or_create() does (no factory).
-  [[nodiscard]] host_entry insert(const void* identity, void* wrapper) {
-    if (detail::is_reserved_key(identity)) detail::host_map_core::throw_reserved("insert", identity);
-    if (!wrapper) detail::host_map_core::throw_no_wrapper("insert");
-    return core_.insert(identity, wrapper, "insert");
+  [[nodiscard]] host_entry insert(const void* identity, void* wrapper)
+    requires(!takes_context)
+  {
+    return insert_with(identity, wrapper, nullptr);
+  }
+  [[nodiscard]] host_entry insert(context c, const void* identity, void* wrapper)
+    requires takes_context
+  {
+    return insert_with(identity, wrapper, &c);
   }
   // Removes the entry of token.identity() if it maps it to token.wrapper(): true if it did.
+  // Works after close() too.
   bool erase(host_token token) noexcept { return core_.erase(token); }  // false: nothing to undo
 
   // Removes the entry of every wrapper the host's liveness test finds dead: calls
@@ -328,29 +429,93 @@ class host_identity_cache {
                        });
   }
 
+  // The end of the runtime (see "The end of a runtime" at the top of this file): from now on
+  // lookups miss and inserts throw host_cache_closed; erase(), sweep() and counters() work
+  // on. grace_period: returns once no thread is inside a lookup or insert that began before
+  // (so none is calling try_acquire any more), which it waits for (a grace period: a few
+  // microseconds, longer while a reader is preempted); throws std::logic_error when called
+  // inside a read section of the calling thread. Idempotent.
+  void close() { core_.close(); }
+  bool closed() const noexcept { return core_.closed(); }
+  // grace_period: returns once every lookup and insert in progress at the call has finished,
+  // so a wrapper whose entry was erased before it may be freed at once. A barrier and a wait
+  // (microseconds): for a rare path, such as a host whose retire() failed with
+  // std::bad_alloc, never per wrapper (retire it). Throws std::logic_error inside a read
+  // section of the calling thread. host_lock: nothing to wait for.
+  void synchronize() { core_.synchronize(); }
+
   host_cache_counters counters() const { return core_.counters(); }
 
  private:
   friend class internal::host_cache_access;
-  static bool try_acquire_hook(void* w) noexcept { return Policy::try_acquire(w); }
-  static void release_hook(void* w) noexcept { Policy::release(w); }
 
+  // `c`: the call's context (a context*), null for a policy that takes none.
+  bool acquire(void* c, void* w) const noexcept {
+    if constexpr (takes_context)
+      return policy_.try_acquire(*static_cast<context*>(c), w);
+    else
+      return policy_.try_acquire(w);
+  }
+  void release(void* c, void* w) const noexcept {
+    if constexpr (takes_context)
+      policy_.release(*static_cast<context*>(c), w);
+    else
+      policy_.release(w);
+  }
+  static bool try_acquire_hook(const void* policy, void* c, void* w) noexcept {
+    if constexpr (takes_context)
+      return static_cast<const Policy*>(policy)->try_acquire(*static_cast<context*>(c), w);
+    else
+      return static_cast<const Policy*>(policy)->try_acquire(w);
+  }
+
+  void* try_get_with(const void* identity, void* c) const noexcept;
+  template <class Factory>
+  host_entry get_or_create_with(const void* identity, Factory& factory, void* c) {
+    if (void* hit = try_get_with(identity, c)) return {hit, host_token(identity, hit), false};
+    if (detail::is_reserved_key(identity)) detail::host_map_core::throw_reserved("get_or_create", identity);
+    if (core_.closed()) detail::host_map_core::throw_closed("get_or_create");
+    void* made = factory(identity);
+    if (!made) detail::host_map_core::throw_no_wrapper("get_or_create");
+    host_entry e;
+    try {
+      e = core_.insert(identity, made, "get_or_create", c);
+    } catch (...) {
+      release(c, made);
+      throw;
+    }
+    if (!e.inserted) release(c, made);  // lost a race: the winner is returned
+    return e;
+  }
+  host_entry insert_with(const void* identity, void* wrapper, void* c) {
+    if (detail::is_reserved_key(identity)) detail::host_map_core::throw_reserved("insert", identity);
+    if (!wrapper) detail::host_map_core::throw_no_wrapper("insert");
+    return core_.insert(identity, wrapper, "insert", c);
+  }
+
+  [[no_unique_address]] const Policy policy_;
   detail::host_map_core core_;
 };
 
 template <class Policy>
-void* host_identity_cache<Policy>::try_get(const void* identity) const noexcept {
+void* host_identity_cache<Policy>::try_get_with(const void* identity, void* c) const noexcept {
   if (detail::is_reserved_key(identity)) [[unlikely]]
     return nullptr;
   if constexpr (reclamation == host_reclamation::host_lock) {
+    if (core_.closed()) [[unlikely]]
+      return nullptr;
     void* w = detail::host_find_exclusive(core_.view(), identity);
-    return w && Policy::try_acquire(w) ? w : nullptr;
+    return w && acquire(c, w) ? w : nullptr;
   } else {
     gc::read_section section;  // the table probed stays valid until it ends
+    // Inside the section: close() waits for the sections open when it set the flag, so once
+    // it returned no lookup is still calling try_acquire.
+    if (core_.closed()) [[unlikely]]
+      return nullptr;
     void* w = detail::host_find_concurrent(core_.view(), identity);
     if (w == detail::host_writer_busy()) [[unlikely]]
-      return core_.try_get_locked(identity);
-    return w && Policy::try_acquire(w) ? w : nullptr;
+      return core_.try_get_locked(identity, c);
+    return w && acquire(c, w) ? w : nullptr;
   }
 }
 

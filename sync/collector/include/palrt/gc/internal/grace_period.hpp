@@ -26,6 +26,22 @@ std::uint64_t oldest_reader_epoch();
 // serve it and save its own barrier.
 std::uint64_t known_safe_epoch() noexcept;
 
+// A grace period, waited for: returns once every read section that was open anywhere in the
+// process when it was called has closed (a reader that opens one after the call began sees
+// whatever the caller stored before it). Yields, then backs off, while a reader is inside:
+// sections are short, so it does not time out. For a writer that must know no reader is
+// still using what it stopped publishing (host_identity_cache::close()). Throws
+// std::logic_error, naming `who`, when called inside a read section of the calling thread
+// (it would wait for itself).
+void wait_for_readers(const char* who);
+
+// Tests' view of wait_for_readers(): `hook(context)` runs each time it found a reader inside
+// and is about to wait for it (the window close() must not return in). Null: none.
+class reader_wait_access {
+ public:
+  static void on_wait(void (*hook)(void* context), void* context) noexcept;
+};
+
 // Readers registered so far (threads that ever opened a section), and of them in use.
 struct reader_census {
   std::size_t records = 0;
