@@ -11,28 +11,45 @@
 // the wrapper alive), and a hit is a read section, the probe, and one NewLocalRef of that
 // weak reference: no lock, no shared write.
 //
-// A JVM binding author copies this:
-//   palrt::jni::identity_cache* cache;              // made in JNI_OnLoad, never destroyed
-//   jint JNI_OnLoad(JavaVM* vm, void*) {
-//     cache = new palrt::jni::identity_cache(vm);
-//     // ... cache the wrapper class and its constructor as global references, RegisterNatives
+// A JVM binding author copies this.
+// Example:
+//   #include <palrt/jni/identity_cache.hpp>
+//   struct node {  // the library's native objects
+//     const void* children[4];
+//   };
+//   struct binding {  // the library's state, made in JNI_OnLoad and never destroyed
+//     static inline palrt::jni::identity_cache* cache;
+//     static inline jclass wrapper_class;  // a global reference
+//     static inline jmethodID wrapper_init, register_cleanup;
+//   };
+//   extern "C" JNIEXPORT jint JNI_OnLoad(JavaVM* vm, void*) {
+//     JNIEnv* env = nullptr;
+//     if (vm->GetEnv(reinterpret_cast<void**>(&env), JNI_VERSION_1_8) != JNI_OK) return JNI_ERR;
+//     jclass c = env->FindClass("example/Wrapper");
+//     if (!c) return JNI_ERR;
+//     binding::wrapper_class = static_cast<jclass>(env->NewGlobalRef(c));
+//     binding::wrapper_init = env->GetMethodID(c, "<init>", "(J)V");
+//     binding::register_cleanup = env->GetStaticMethodID(c, "registerCleanup", "(Lexample/Wrapper;JJ)V");
+//     if (!binding::wrapper_init || !binding::register_cleanup) return JNI_ERR;
+//     binding::cache = new palrt::jni::identity_cache(vm);
+//     // ... RegisterNatives(child, forget)
 //     return JNI_VERSION_1_8;
 //   }
 //   // The native accessor Java calls (one JNI transition): the wrapper of a native object.
-//   jobject JNICALL child(JNIEnv* env, jclass, jlong parent, jint i) {
-//     const void* native = reinterpret_cast<node*>(parent)->child(i);
-//     auto e = cache->get(env, native, [](JNIEnv* env, const void* n) -> jobject {
-//       return env->NewObject(wrapper_class, wrapper_init, reinterpret_cast<jlong>(n));
+//   jobject child(JNIEnv* env, jclass, jlong parent, jint i) {
+//     const void* native = reinterpret_cast<node*>(parent)->children[i];
+//     auto e = binding::cache->get(env, native, [](JNIEnv* call_env, const void* n) -> jobject {
+//       return call_env->NewObject(binding::wrapper_class, binding::wrapper_init, reinterpret_cast<jlong>(n));
 //     });
 //     if (e.created)  // the wrapper's cleanup, with the token it passes back: (native, weak)
-//       env->CallStaticVoidMethod(wrapper_class, register_cleanup, e.wrapper,
+//       env->CallStaticVoidMethod(binding::wrapper_class, binding::register_cleanup, e.wrapper,
 //                                 reinterpret_cast<jlong>(native), reinterpret_cast<jlong>(e.weak));
 //     return e.wrapper;  // null: a Java exception is pending
 //   }
 //   // The cleanup's native method: a java.lang.ref.Cleaner action, or a PhantomReference
 //   // taken off a ReferenceQueue, that holds (native, weak) and not the wrapper.
-//   void JNICALL forget(JNIEnv* env, jclass, jlong native, jlong weak) {
-//     cache->forget(env, reinterpret_cast<const void*>(native), reinterpret_cast<jweak>(weak));
+//   void forget(JNIEnv* env, jclass, jlong native, jlong weak) {
+//     binding::cache->forget(env, reinterpret_cast<const void*>(native), reinterpret_cast<jweak>(weak));
 //   }
 // tools/hosts/jvm/ is that binding, with its suite and its benchmark.
 //
