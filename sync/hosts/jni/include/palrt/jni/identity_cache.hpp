@@ -19,38 +19,52 @@
 //   };
 //   struct binding {  // the library's state, made in JNI_OnLoad and never destroyed
 //     static inline palrt::jni::identity_cache* cache;
-//     static inline jclass wrapper_class;  // a global reference
-//     static inline jmethodID wrapper_init, register_cleanup;
+//     static inline jclass wrapper_class, cleanup_class;  // global references
+//     static inline jmethodID wrapper_init, cleanup_init, cleanup_track;
 //   };
 //   extern "C" JNIEXPORT jint JNI_OnLoad(JavaVM* vm, void*) {
 //     JNIEnv* env = nullptr;
 //     if (vm->GetEnv(reinterpret_cast<void**>(&env), JNI_VERSION_1_8) != JNI_OK) return JNI_ERR;
-//     jclass c = env->FindClass("example/Wrapper");
-//     if (!c) return JNI_ERR;
-//     binding::wrapper_class = static_cast<jclass>(env->NewGlobalRef(c));
-//     binding::wrapper_init = env->GetMethodID(c, "<init>", "(J)V");
-//     binding::register_cleanup = env->GetStaticMethodID(c, "registerCleanup", "(Lexample/Wrapper;JJ)V");
-//     if (!binding::wrapper_init || !binding::register_cleanup) return JNI_ERR;
+//     jclass w = env->FindClass("example/Wrapper");
+//     jclass c = env->FindClass("example/WrapperCleanup");  // a PhantomReference<Wrapper>
+//     if (!w || !c) return JNI_ERR;
+//     binding::wrapper_class = static_cast<jclass>(env->NewGlobalRef(w));
+//     binding::cleanup_class = static_cast<jclass>(env->NewGlobalRef(c));
+//     binding::wrapper_init = env->GetMethodID(w, "<init>", "(J)V");
+//     binding::cleanup_init = env->GetMethodID(c, "<init>", "(Lexample/Wrapper;J)V");
+//     binding::cleanup_track = env->GetMethodID(c, "track", "(J)V");  // allocates nothing
+//     if (!binding::wrapper_init || !binding::cleanup_init || !binding::cleanup_track) return JNI_ERR;
 //     binding::cache = new palrt::jni::identity_cache(vm);
-//     // ... RegisterNatives(child, forget)
+//     // ... RegisterNatives(child, forget, settle)
 //     return JNI_VERSION_1_8;
 //   }
 //   // The native accessor Java calls (one JNI transition): the wrapper of a native object.
 //   jobject child(JNIEnv* env, jclass, jlong parent, jint i) {
 //     const void* native = reinterpret_cast<node*>(parent)->children[i];
-//     auto e = binding::cache->get(env, native, [](JNIEnv* call_env, const void* n) -> jobject {
-//       return call_env->NewObject(binding::wrapper_class, binding::wrapper_init, reinterpret_cast<jlong>(n));
+//     jobject cleanup = nullptr;  // made with the wrapper: nothing left to allocate once cached
+//     auto e = binding::cache->get(env, native, [&cleanup](JNIEnv* jni, const void* n) -> jobject {
+//       jobject w = jni->NewObject(binding::wrapper_class, binding::wrapper_init, reinterpret_cast<jlong>(n));
+//       if (!w) return nullptr;  // OutOfMemoryError pending
+//       cleanup = jni->NewObject(binding::cleanup_class, binding::cleanup_init, w, reinterpret_cast<jlong>(n));
+//       if (!cleanup) jni->DeleteLocalRef(w);
+//       return cleanup ? w : nullptr;
 //     });
-//     if (e.created)  // the wrapper's cleanup, with the token it passes back: (native, weak)
-//       env->CallStaticVoidMethod(binding::wrapper_class, binding::register_cleanup, e.wrapper,
-//                                 reinterpret_cast<jlong>(native), reinterpret_cast<jlong>(e.weak));
+//     if (e.created)  // cached: the cleanup keeps the token, (native, weak), and is kept
+//       env->CallVoidMethod(cleanup, binding::cleanup_track, reinterpret_cast<jlong>(e.weak));
+//     if (cleanup) env->DeleteLocalRef(cleanup);  // not cached: collected with its wrapper
 //     return e.wrapper;  // null: a Java exception is pending
 //   }
-//   // The cleanup's native method: a java.lang.ref.Cleaner action, or a PhantomReference
-//   // taken off a ReferenceQueue, that holds (native, weak) and not the wrapper.
+//   // The cleanup thread's natives: forget() for each cleanup it takes off its
+//   // ReferenceQueue (it holds the token, never the wrapper), settle() when the queue is empty.
 //   void forget(JNIEnv* env, jclass, jlong native, jlong weak) {
 //     binding::cache->forget(env, reinterpret_cast<const void*>(native), reinterpret_cast<jweak>(weak));
 //   }
+//   void settle(JNIEnv*, jclass) { binding::cache->settle(); }
+// Make everything the wrapper needs in make(): once get() has cached the wrapper, a failure
+// (an OutOfMemoryError from allocating its cleanup) would leave it cached with no cleanup. A
+// java.lang.ref.Cleaner works too (its action holding the token), but costs 80 bytes of Java
+// heap per wrapper against 56 for a PhantomReference subclass that is the token, and its
+// thread cannot settle().
 // tools/hosts/jvm/ is that binding, with its suite and its benchmark.
 //
 // Dying wrappers. The JVM clears a weak reference when its object becomes unreachable, and
@@ -68,7 +82,9 @@
 // which that lookup would then hand out as this native object's wrapper. So forget()
 // deletes it after a grace period (palrt::gc::retire: every read section open at the call
 // has closed), on whichever thread runs the due reclaims (a thread not attached to the JVM
-// is attached as a daemon for the call).
+// is attached as a daemon for the call). gc::retire collects a thread's retirements in a
+// batch of its own (64): the cleanup thread calls settle() when it runs out of cleanups, so
+// that the last ones of a burst are deleted now and not when 64 more wrappers have died.
 //
 // The end of the runtime. close() is where the binding's JVM ends for it: before
 // DestroyJavaVM in a program that embeds the JVM (the JVM's daemon threads, the cleaner's
@@ -77,7 +93,8 @@
 //     calls into the JVM any more: close() waited for those in progress.
 //   - forget() still works, and deletes at once (no lookup can be reading a weak reference).
 //   - every weak reference whose deletion palrt had queued has been deleted when close()
-//     returns (it drains them), so none is deleted after the JVM is gone.
+//     returns (it drains them: the cleanup thread's last ones are queued by its settle()),
+//     so none is deleted after the JVM is gone.
 //   - the weak references of wrappers still alive stay cached: they belong to the JVM, which
 //     frees them when it ends, or their cleanup deletes them when it runs.
 // Nothing the cache holds is deleted twice: each weak reference is deleted by the one
@@ -166,6 +183,15 @@ class identity_cache {
     if (!quiesced_.load(std::memory_order_acquire)) cache_.synchronize();
     env->DeleteWeakGlobalRef(weak);
     counts().deleted.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  // On the thread that calls forget(), when it has no more cleanups to run: deletes the weak
+  // references its forget() calls retired (its partial batch), once a grace period has
+  // passed, and whatever else is due. Waits for that grace period (microseconds; longer
+  // while a lookup's thread is preempted inside its read section).
+  void settle() noexcept {
+    while (!gc::drain_retired()) {
+    }
   }
 
   // The end of the runtime (see the top of this file). Idempotent.
