@@ -14,9 +14,12 @@
 # production collector makes (`palrt-bench gc`, rows gc/...: tools/palrt-bench/bench_gc.cpp),
 # each run RUNS times by tools/hosts/bench_runs.py, and the generational copying host
 # (tools/hosts/copying/bench_copying.cpp: a young pause with 100,000 old weak handles against
-# none).
+# none). And the JVM host (palrt's cache behind a JNI binding against a ConcurrentHashMap of
+# weak references and a mutex-guarded std::unordered_map of JNI weak references:
+# tools/hosts/jvm/bench/bench_jvm.py).
 # Needs a release build in build/ with the hosts in it (scripts/build.sh build; the hosts are
-# built when python3-dev and libgc-dev are installed, as scripts/setup.sh does).
+# built when python3-dev, libgc-dev and openjdk-17-jdk-headless are installed, as
+# scripts/setup.sh does).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,11 +49,19 @@ if [ ! -x "$palrt_bench" ]; then
   echo "bench-hosts: $palrt_bench is not built; build first (scripts/build.sh build -Dbuildtype=release)" >&2
   exit 1
 fi
+jvm_bench_jar=build/tools/hosts/jvm/bench/palrt-jvmbench.jar
+jvm_host_jar=build/tools/hosts/jvm/java/palrt-jvmhost.jar
+if [ ! -f "$jvm_bench_jar" ] || [ ! -f "$jvm_host_jar" ]; then
+  echo "bench-hosts: $jvm_bench_jar is not built; build first (scripts/build.sh build -Dbuildtype=release; needs openjdk-17-jdk-headless)" >&2
+  exit 1
+fi
 mkdir -p results
 load_start=$("$python" scripts/machine_load.py snapshot --pid $$)
 "$python" tools/hosts/cpython/bench_python.py --modules "$modules" --runs "$runs" --json results/hosts.json
 "$python" tools/hosts/boehm/bench_boehm.py --bench "$boehm_bench" --runs "$runs" --json results/hosts.json
 "$python" tools/hosts/copying/bench_copying.py --bench "$copying_bench" --runs "$runs" --json results/hosts.json
+"$python" tools/hosts/jvm/bench/bench_jvm.py --jar "$jvm_bench_jar" --host-jar "$jvm_host_jar" \
+  --library-path build/tools/hosts/jvm:build/tools/hosts/jvm/bench --runs "$runs" --json results/hosts.json
 "$python" tools/hosts/bench_runs.py --bench "$palrt_bench" --component gc --runs "$runs" --json results/hosts.json
 # What else the machine did meanwhile, printed and kept in hosts.json ("machine": {"load"}).
 "$python" scripts/machine_load.py report --since "$load_start" --pid $$ --json-into results/hosts.json

@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: MIT
+package palrt.jvmhost.bench;
+
+import java.util.Locale;
+import java.util.SplittableRandom;
+
+import palrt.jvmhost.NativeObjects;
+import palrt.jvmhost.Wrapper;
+
+/**
+ * The {@code churn} case: N native objects whose wrappers are made, dropped, collected and
+ * cleaned up, round after round, so that every lookup is a miss for an object whose previous
+ * wrapper died.
+ *
+ * <p>One round, on one thread, the same steps for every variant:
+ * <ol>
+ *   <li>(timed) get the wrapper of each of the N objects, in a random order drawn once, and
+ *       hold it in an array: N misses, N new wrappers, each with its weak reference and, for
+ *       palrt and mutex-map, its cleanup (a PhantomReference) registered;
+ *   <li>(untimed) check that the variant holds N entries, drop the array, System.gc(): a full
+ *       stop-the-world collection, milliseconds, which would drown the rest; most of it is the
+ *       same work for every variant (the collector's share that differs, clearing and
+ *       queueing the variant's references, is left out with it);
+ *   <li>(timed) wait until the variant holds no weak reference: every collected wrapper's
+ *       cleanup has run to its end. palrt and mutex-map: their cleanup thread ran each
+ *       wrapper's native forget (palrt's deletes the weak global reference after a grace
+ *       period, which its thread waits for after each burst; mutex-map's at once). chm: its
+ *       reference queue is drained, the work its miss path does first (done here, polling as
+ *       that miss path would, so that its round ends as clean as the others'). Every
+ *       variant's wait includes the JDK's reference handler thread handing the cleared
+ *       references over.
+ * </ol>
+ * Reported: {@code ns_per_op} = the timed part of a round / N, ns per wrapper made and cleaned
+ * up, the median of the timed rounds (untimed rounds for at least --warmup-ms first: C2).
+ * Beside it (the row's detail): the median of each part alone, {@code make_ns_per_op} (step 1)
+ * and {@code cleanup_ns_per_op} (step 3).
+ */
+final class ChurnBench {
+  private ChurnBench() {}
+
+  static void run(Options o) {
+    final Variant variant = Variant.named(o.variant);
+    final long handle = NativeObjects.create(o.n);
+    int[] order = permutation(o.n, new SplittableRandom(o.seed));
+    Wrapper[] held = new Wrapper[o.n];
+    final long until = System.nanoTime() + o.warmupMs * 1_000_000L;
+    long[] parts = new long[2];
+    for (int round = 0; round < 10 || System.nanoTime() - until < 0; round++) churn(variant, handle, order, held, o, parts);
+    double[] nsPerOp = new double[o.iterations];
+    double[] makeNs = new double[o.iterations];
+    double[] cleanupNs = new double[o.iterations];
+    for (int round = 0; round < o.iterations; round++) {
+      churn(variant, handle, order, held, o, parts);
+      makeNs[round] = (double) parts[0] / o.n;
+      cleanupNs[round] = (double) parts[1] / o.n;
+      nsPerOp[round] = makeNs[round] + cleanupNs[round];
+    }
+    NativeObjects.destroy(handle);  // the last round's cleanups ran: no wrapper is left
+    Row.print("jvm/churn/N=" + o.n, o.variant, 1, "ns_per_op", JvmBench.median(nsPerOp),
+        String.format(Locale.ROOT, "\"rounds\": %d, \"make_ns_per_op\": %.4f, \"cleanup_ns_per_op\": %.4f",
+            o.iterations, JvmBench.median(makeNs), JvmBench.median(cleanupNs)));
+  }
+
+  /** One round (see the class comment): its two timed parts, in ns, into parts[0] and parts[1]. */
+  private static void churn(Variant variant, long handle, int[] order, Wrapper[] held, Options o, long[] parts) {
+    long t0 = System.nanoTime();
+    WrapperRounds.makeAll(variant, handle, order, held);
+    long t1 = System.nanoTime();
+    long entries = variant.entries();
+    if (entries != o.n)
+      throw new IllegalStateException(o.variant + ": " + entries + " entries after making " + o.n + " wrappers");
+    WrapperRounds.dropAndCollect(held);
+    long t2 = System.nanoTime();
+    WrapperRounds.awaitCleanedUp(variant, o.variant);
+    long t3 = System.nanoTime();
+    parts[0] = t1 - t0;
+    parts[1] = t3 - t2;
+  }
+
+  private static int[] permutation(int n, SplittableRandom random) {
+    int[] order = new int[n];
+    for (int i = 0; i < n; i++) order[i] = i;
+    for (int i = n - 1; i > 0; i--) {  // Fisher-Yates
+      int j = random.nextInt(i + 1);
+      int t = order[i];
+      order[i] = order[j];
+      order[j] = t;
+    }
+    return order;
+  }
+}

@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: MIT
+package palrt.jvmhost.bench;
+
+import java.util.List;
+
+import palrt.jvmhost.NativeObjects;
+import palrt.jvmhost.Wrapper;
+import palrt.jvmhost.WrapperCache;
+
+/**
+ * One way of getting a native object's wrapper, written as its users write it, each paying
+ * one JNI transition per call. A JVM runs one variant (one process per measurement), so the
+ * benchmark's call site sees one receiver class and C2 inlines {@link #at} into the loop.
+ */
+interface Variant {
+  /** The wrapper of object {@code index} of the NativeObjects array {@code handle}. */
+  Wrapper at(long handle, int index);
+
+  /** Entries the cache holds: one per wrapper whose cleanup has not run. */
+  long entries();
+
+  /**
+   * Weak references the cache still holds: its entries', and those of collected wrappers not
+   * deleted yet. Zero once every collected wrapper's cleanup has run to its end. Where
+   * cleanups run on the caller's thread (chm: its miss path expunges), this first runs them
+   * as that miss path would.
+   */
+  long heldReferences();
+
+  List<String> NAMES = List.of("palrt", "chm", "mutex-map");
+
+  static Variant named(String name) {
+    switch (name) {
+      case "palrt": return new Palrt();
+      case "chm": return new Chm();
+      case "mutex-map": return new MutexMap();
+      default: throw new IllegalArgumentException("unknown variant '" + name + "' (" + String.join(", ", NAMES) + ")");
+    }
+  }
+
+  /** palrt's identity cache through the JVM host (JNI weak global references, grace_period). */
+  final class Palrt implements Variant {
+    @Override
+    public Wrapper at(long handle, int index) {
+      return WrapperCache.at(handle, index);
+    }
+
+    @Override
+    public long entries() {
+      return WrapperCache.entries();
+    }
+
+    @Override
+    public long heldReferences() {
+      // forget() erases the entry, and the weak reference goes after a grace period: the
+      // binding's cleanup thread waits for it after each burst (WrapperCleanup.settle).
+      return WrapperCache.liveWeakRefs();
+    }
+  }
+
+  /** The pure-Java idiom: the native accessor returns the pointer, the map is Java's. */
+  final class Chm implements Variant {
+    private final ChmWrapperCache cache = new ChmWrapperCache();
+
+    @Override
+    public Wrapper at(long handle, int index) {
+      return cache.of(NativeObjects.pointerAt(handle, index));
+    }
+
+    @Override
+    public long entries() {
+      return cache.entries();
+    }
+
+    @Override
+    public long heldReferences() {
+      cache.expungeStale();
+      return cache.entries();  // a WeakReference per entry
+    }
+  }
+
+  /** The C++ side table under a std::mutex (libpalrt_jvmbench.so). */
+  final class MutexMap implements Variant {
+    @Override
+    public Wrapper at(long handle, int index) {
+      return MutexMapWrapperCache.at(handle, index);
+    }
+
+    @Override
+    public long entries() {
+      return MutexMapWrapperCache.entries();
+    }
+
+    @Override
+    public long heldReferences() {
+      // forget() deletes the weak reference with the entry. Polled: read without the mutex.
+      return MutexMapWrapperCache.entriesSeen();
+    }
+  }
+}

@@ -1,0 +1,26 @@
+// SPDX-License-Identifier: MIT
+package palrt.jvmhost;
+
+/**
+ * The Java object of one native object: while it is reachable, {@link WrapperCache#at} and
+ * {@link WrapperCache#of} return this very object for its native pointer, on every thread, so
+ * {@code ==} (and the identity {@code equals}/{@code hashCode} it inherits) compare native
+ * objects.
+ *
+ * <p>Only the binding makes wrappers (through JNI, in the identity cache's make()), and a
+ * wrapper carries no cleanup state: its {@link WrapperCleanup} holds the token the cache
+ * needs, so that nothing reachable from the cleanup keeps the wrapper alive.
+ */
+public final class Wrapper {
+  /** The native object's address (NativeObjects.pointerAt). */
+  public final long pointer;
+
+  Wrapper(long pointer) {
+    this.pointer = pointer;
+  }
+
+  @Override
+  public String toString() {
+    return "Wrapper[0x" + Long.toHexString(pointer) + "]";
+  }
+}
