@@ -5,9 +5,10 @@
 //   forget_gate()  at the start of forget(), on the cleanup thread: the window between the
 //                  collector clearing a wrapper's weak reference and its cleanup removing the
 //                  entry (a dying wrapper; HostProbe.holdForget)
-//   make_gate()    at the end of at()'s make(), with the wrapper and its cleanup made but not
-//                  cached: the window in which another thread can cache its own wrapper for
-//                  the native first (a creation race; HostProbe.holdMake)
+//   make_gate()    at the start of publish(), the native of at()'s miss (WrapperCache.java),
+//                  with the wrapper and its cleanup made in Java but not cached: the window in
+//                  which another thread can cache its own wrapper for the native first (a
+//                  creation race; HostProbe.holdMake)
 // A gate holds one call, the first to arrive for its pointer after hold(), and disarms as it
 // does. A call it does not hold costs one relaxed load and a compare: outside the suite, a
 // gate is never armed.

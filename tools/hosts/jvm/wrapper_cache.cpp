@@ -3,6 +3,7 @@
 // palrt::jni::identity_cache, and the end of a wrapper (WrapperCleanup.java has the protocol).
 #include "wrapper_cache.hpp"
 
+#include <algorithm>
 #include <exception>
 #include <iterator>
 #include <memory>
@@ -17,52 +18,40 @@ namespace palrt_jvmhost {
 
 namespace {
 
-// What the natives call in Java, and the cache. Written by JNI_OnLoad before any native of
+// What the natives touch in Java, and the cache. Written by JNI_OnLoad before any native of
 // the package can run and then only read (JNI_OnUnload runs when none can run any more), so
 // plain globals: class initialisation orders the load before every call (Binding.java).
 struct java_members {
-  jclass wrapper = nullptr;           // a global reference
-  jmethodID wrapper_init = nullptr;   // Wrapper(long pointer)
-  jclass cleanup = nullptr;           // a global reference
-  jmethodID cleanup_init = nullptr;   // WrapperCleanup(Wrapper wrapper, long pointer)
-  jmethodID cleanup_track = nullptr;  // void WrapperCleanup.track(long weak)
+  jclass cleanup = nullptr;        // a global reference: keeps cleanup_weak's class loaded
+  jfieldID cleanup_weak = nullptr;  // long WrapperCleanup.weak: the token's weak reference
 };
 java_members java;
 palrt::jni::identity_cache* cache = nullptr;  // never destroyed: wrapper_cache.hpp
 
-// WrapperCache.at(handle, i): the one JNI transition of "Java asks for a native object's
-// wrapper". A hit is the cache's lookup and one NewLocalRef; a miss also makes the wrapper and
-// its cleanup here, and tracks the cleanup if this thread's wrapper is the one cached.
-jobject JNICALL at(JNIEnv* env, jclass, jlong handle, jint i) {
+// WrapperCache.find(handle, i): the hit of WrapperCache.at(), one JNI transition, the cache's
+// lookup and one NewLocalRef. Null on a miss, and Java makes the wrapper (WrapperCache.java);
+// after close(), IllegalStateException instead, so that Java makes none it cannot cache.
+jobject JNICALL find(JNIEnv* env, jclass, jlong handle, jint i) {
   const native_object* native = object_at(env, handle, i);
-  if (!native) return nullptr;
-  jobject cleanup = nullptr;  // make()'s, untracked: garbage with its wrapper unless tracked
-  palrt::jni::identity_cache::entry e = cache->get(env, native, [&cleanup](JNIEnv* jni, const void* n) -> jobject {
-    const jlong pointer = reinterpret_cast<jlong>(n);
-    jobject wrapper = jni->NewObject(java.wrapper, java.wrapper_init, pointer);
-    if (!wrapper) return nullptr;  // OutOfMemoryError pending
-    cleanup = jni->NewObject(java.cleanup, java.cleanup_init, wrapper, pointer);
-    if (!cleanup) {
-      jni->DeleteLocalRef(wrapper);
-      return nullptr;
-    }
-    make_gate().pass(n);
-    return wrapper;
-  });
-  if (e.created) {
-    env->CallVoidMethod(cleanup, java.cleanup_track, reinterpret_cast<jlong>(e.weak));
-    if (env->ExceptionCheck()) {
-      // track() allocates nothing: only a StackOverflowError (or an asynchronous exception)
-      // gets here. The wrapper stays cached without a cleanup: forgetting it now could let a
-      // second wrapper be made while another thread holds this one from a hit. So identity
-      // holds, its entry is replaced once it dies, and its weak reference lives until the JVM
-      // ends (one leaked reference, on a path that already failed).
-      env->DeleteLocalRef(e.wrapper);
-      e.wrapper = nullptr;
-    }
-  }
-  if (cleanup) env->DeleteLocalRef(cleanup);
-  return e.wrapper;
+  if (!native) return nullptr;  // NullPointerException or IndexOutOfBoundsException pending
+  jobject found = cache->find(env, native);
+  if (!found && cache->closed())
+    throw_java(env, "java/lang/IllegalStateException", "palrt.jvmhost: the wrapper cache is closed");
+  return found;
+}
+
+// WrapperCache.publish(pointer, wrapper, cleanup): caches the wrapper Java made after find()
+// missed, with its cleanup made (untracked), and returns the wrapper of the native: that one
+// if it was cached, with its token's weak reference stored in the cleanup for Java to track
+// it, else the live one another thread cached meanwhile (then Java drops both of its own).
+jobject JNICALL publish(JNIEnv* env, jclass, jlong pointer, jobject wrapper, jobject cleanup) {
+  const void* native = reinterpret_cast<const void*>(pointer);
+  make_gate().pass(native);  // made, not cached: the window of a creation race
+  palrt::jni::identity_cache::entry e = cache->insert(env, native, wrapper);
+  // A field write, which cannot fail (the field ID is the class's, the cleanup one of its
+  // instances): once the wrapper is cached, nothing is left that could.
+  if (e.created) env->SetLongField(cleanup, java.cleanup_weak, reinterpret_cast<jlong>(e.weak));
+  return e.wrapper;  // null: a Java exception is pending
 }
 
 jobject JNICALL of(JNIEnv* env, jclass, jlong pointer) {
@@ -91,11 +80,25 @@ jlong JNICALL live_weak_refs(JNIEnv*, jclass) {
 
 void JNICALL close(JNIEnv* env, jclass) { cache->close(env); }
 
-// WrapperCleanup.forget(pointer, weak), on the cleanup thread.
-void JNICALL forget(JNIEnv* env, jclass, jlong pointer, jlong weak) {
-  const void* native = reinterpret_cast<const void*>(pointer);
-  forget_gate().pass(native);
-  cache->forget(env, native, reinterpret_cast<jweak>(weak));
+// WrapperCleanup.forget(tokens, count), on the cleanup thread: forget(pointer, weak) of the
+// tokens (tokens[2k], tokens[2k + 1]) of `count` cleanups, in one JNI transition for a batch.
+void JNICALL forget(JNIEnv* env, jclass, jlongArray tokens, jint count) {
+  // Copied out rather than read in place (GetPrimitiveArrayCritical): forget() may run due
+  // reclaims, each a DeleteWeakGlobalRef, which JNI forbids inside a critical region. A
+  // chunk at a time: WrapperCleanup's batches fit in one.
+  constexpr jint chunk = 64;
+  jlong copy[2 * chunk];
+  for (jint done = 0; done < count;) {
+    const jint n = std::min(count - done, chunk);
+    env->GetLongArrayRegion(tokens, 2 * done, 2 * n, copy);
+    if (env->ExceptionCheck()) return;  // ArrayIndexOutOfBoundsException: a count past the array
+    for (jint k = 0; k < n; ++k) {
+      const void* native = reinterpret_cast<const void*>(copy[2 * k]);
+      forget_gate().pass(native);
+      cache->forget(env, native, reinterpret_cast<jweak>(copy[2 * k + 1]));
+    }
+    done += n;
+  }
 }
 
 // WrapperCleanup.settle(), on the cleanup thread after a burst (WrapperCleanup.java says why).
@@ -124,24 +127,23 @@ bool register_wrapper_cache(JNIEnv* env, JavaVM* vm) {
     env->DeleteLocalRef(local);
     return global;  // null: OutOfMemoryError pending
   };
-  // GetMethodID does not initialise the class (GetStaticMethodID would): WrapperCleanup's
-  // initialiser, which starts the cleanup thread, runs at the first wrapper made.
-  if (!(java.wrapper = global_class("palrt/jvmhost/Wrapper")) ||
-      !(java.wrapper_init = env->GetMethodID(java.wrapper, "<init>", "(J)V")) ||
-      !(java.cleanup = global_class("palrt/jvmhost/WrapperCleanup")) ||
-      !(java.cleanup_init = env->GetMethodID(java.cleanup, "<init>", "(Lpalrt/jvmhost/Wrapper;J)V")) ||
-      !(java.cleanup_track = env->GetMethodID(java.cleanup, "track", "(J)V")))
+  // GetFieldID does not initialise the class: WrapperCleanup's initialiser, which starts the
+  // cleanup thread, runs at the first wrapper made.
+  if (!(java.cleanup = global_class("palrt/jvmhost/WrapperCleanup")) ||
+      !(java.cleanup_weak = env->GetFieldID(java.cleanup, "weak", "J")))
     return false;
 
   static const JNINativeMethod cache_methods[] = {
-      native_method("at", "(JI)Lpalrt/jvmhost/Wrapper;", &at),
+      native_method("find", "(JI)Lpalrt/jvmhost/Wrapper;", &find),
+      native_method("publish", "(JLpalrt/jvmhost/Wrapper;Lpalrt/jvmhost/WrapperCleanup;)Lpalrt/jvmhost/Wrapper;",
+                    &publish),
       native_method("of", "(J)Lpalrt/jvmhost/Wrapper;", &of),
       native_method("entries", "()J", &entries),
       native_method("liveWeakRefs", "()J", &live_weak_refs),
       native_method("close", "()V", &close),
   };
   static const JNINativeMethod cleanup_methods[] = {
-      native_method("forget", "(JJ)V", &forget),
+      native_method("forget", "([JI)V", &forget),
       native_method("settle", "()V", &settle),
   };
   if (!register_natives(env, "palrt/jvmhost/WrapperCache", cache_methods, std::size(cache_methods)) ||
@@ -153,10 +155,8 @@ bool register_wrapper_cache(JNIEnv* env, JavaVM* vm) {
 
 void unregister_wrapper_cache(JNIEnv* env) noexcept {
   if (cache) cache->close(env);
-  for (jclass* c : {&java.wrapper, &java.cleanup}) {
-    if (*c) env->DeleteGlobalRef(*c);
-    *c = nullptr;
-  }
+  if (java.cleanup) env->DeleteGlobalRef(java.cleanup);
+  java.cleanup = nullptr;
 }
 
 }  // namespace palrt_jvmhost

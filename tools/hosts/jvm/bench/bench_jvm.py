@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: MIT
 """The JVM host's benchmark: palrt's identity cache behind the JNI binding
 (palrt.jvmhost.WrapperCache) against the caches a binding writes without palrt, each as its
-users write it and each one JNI transition per lookup:
+users write it and each one JNI transition per lookup that hits:
   palrt      WrapperCache.at(handle, i): palrt::jni::identity_cache (JNI weak global
-             references, grace_period)
+             references, grace_period); a miss makes the wrapper and its cleanup in Java and
+             caches them with two more JNI calls (NativeObjects.pointerAt, publish)
   chm        NativeObjects.pointerAt(handle, i), then a ConcurrentHashMap<Long,
              WeakReference<Wrapper>> in Java, dead entries expunged through a ReferenceQueue
   mutex-map  a native at(handle, i) over a std::unordered_map<const void*, jweak> under a

@@ -11,7 +11,22 @@
 // the wrapper alive), and a hit is a read section, the probe, and one NewLocalRef of that
 // weak reference: no lock, no shared write.
 //
-// A JVM binding author copies this.
+// A JVM binding author copies this. Java makes the wrappers: a hit is one JNI call (find()),
+// and on a miss Java allocates the wrapper and its cleanup itself and hands them to insert()
+// (JNI calls from Java into native code are far cheaper than calls from native code into the
+// JVM, which get()'s make() would need: a NewObject each for the wrapper and its cleanup).
+// The Java side (example.Wrapper's accessor; WrapperCleanup, a PhantomReference<Wrapper>,
+// holds the token in two long fields, pointer and weak, and track() keeps it reachable):
+//   Wrapper child(int i) {
+//     Wrapper w = find(pointer, i);                              // the hit: one JNI call
+//     if (w != null) return w;
+//     long n = childPointer(pointer, i);
+//     Wrapper made = new Wrapper(n);
+//     WrapperCleanup cleanup = new WrapperCleanup(made, n);     // before it is cached
+//     w = publish(n, made, cleanup);
+//     if (w == made) cleanup.track();  // cached: publish() gave it its token; else garbage
+//     return w;
+//   }
 // Example:
 //   #include <palrt/jni/identity_cache.hpp>
 //   struct node {  // the library's native objects
@@ -19,39 +34,27 @@
 //   };
 //   struct binding {  // the library's state, made in JNI_OnLoad and never destroyed
 //     static inline palrt::jni::identity_cache* cache;
-//     static inline jclass wrapper_class, cleanup_class;  // global references
-//     static inline jmethodID wrapper_init, cleanup_init, cleanup_track;
+//     static inline jfieldID cleanup_weak;  // long WrapperCleanup.weak: the token's reference
 //   };
 //   extern "C" JNIEXPORT jint JNI_OnLoad(JavaVM* vm, void*) {
 //     JNIEnv* env = nullptr;
 //     if (vm->GetEnv(reinterpret_cast<void**>(&env), JNI_VERSION_1_8) != JNI_OK) return JNI_ERR;
-//     jclass w = env->FindClass("example/Wrapper");
-//     jclass c = env->FindClass("example/WrapperCleanup");  // a PhantomReference<Wrapper>
-//     if (!w || !c) return JNI_ERR;
-//     binding::wrapper_class = static_cast<jclass>(env->NewGlobalRef(w));
-//     binding::cleanup_class = static_cast<jclass>(env->NewGlobalRef(c));
-//     binding::wrapper_init = env->GetMethodID(w, "<init>", "(J)V");
-//     binding::cleanup_init = env->GetMethodID(c, "<init>", "(Lexample/Wrapper;J)V");
-//     binding::cleanup_track = env->GetMethodID(c, "track", "(J)V");  // allocates nothing
-//     if (!binding::wrapper_init || !binding::cleanup_init || !binding::cleanup_track) return JNI_ERR;
+//     jclass c = env->FindClass("example/WrapperCleanup");
+//     if (!c || !(binding::cleanup_weak = env->GetFieldID(c, "weak", "J"))) return JNI_ERR;
 //     binding::cache = new palrt::jni::identity_cache(vm);
-//     // ... RegisterNatives(child, forget, settle)
+//     // ... RegisterNatives(find, childPointer, publish, forget, settle)
 //     return JNI_VERSION_1_8;
 //   }
-//   // The native accessor Java calls (one JNI transition): the wrapper of a native object.
-//   jobject child(JNIEnv* env, jclass, jlong parent, jint i) {
-//     const void* native = reinterpret_cast<node*>(parent)->children[i];
-//     jobject cleanup = nullptr;  // made with the wrapper: nothing left to allocate once cached
-//     auto e = binding::cache->get(env, native, [&cleanup](JNIEnv* jni, const void* n) -> jobject {
-//       jobject w = jni->NewObject(binding::wrapper_class, binding::wrapper_init, reinterpret_cast<jlong>(n));
-//       if (!w) return nullptr;  // OutOfMemoryError pending
-//       cleanup = jni->NewObject(binding::cleanup_class, binding::cleanup_init, w, reinterpret_cast<jlong>(n));
-//       if (!cleanup) jni->DeleteLocalRef(w);
-//       return cleanup ? w : nullptr;
-//     });
-//     if (e.created)  // cached: the cleanup keeps the token, (native, weak), and is kept
-//       env->CallVoidMethod(cleanup, binding::cleanup_track, reinterpret_cast<jlong>(e.weak));
-//     if (cleanup) env->DeleteLocalRef(cleanup);  // not cached: collected with its wrapper
+//   // Wrapper.find(parent, i): the live wrapper of a child, or null (Java makes one).
+//   jobject find(JNIEnv* env, jclass, jlong parent, jint i) {
+//     return binding::cache->find(env, reinterpret_cast<node*>(parent)->children[i]);
+//   }
+//   // Wrapper.publish(native, wrapper, cleanup): caches Java's new wrapper, or returns the
+//   // live one another thread cached meanwhile.
+//   jobject publish(JNIEnv* env, jclass, jlong native, jobject wrapper, jobject cleanup) {
+//     auto e = binding::cache->insert(env, reinterpret_cast<const void*>(native), wrapper);
+//     if (e.created)  // cached: the cleanup keeps the token, (native, weak); no call into Java
+//       env->SetLongField(cleanup, binding::cleanup_weak, reinterpret_cast<jlong>(e.weak));
 //     return e.wrapper;  // null: a Java exception is pending
 //   }
 //   // The cleanup thread's natives: forget() for each cleanup it takes off its
@@ -59,13 +62,19 @@
 //   void forget(JNIEnv* env, jclass, jlong native, jlong weak) {
 //     binding::cache->forget(env, reinterpret_cast<const void*>(native), reinterpret_cast<jweak>(weak));
 //   }
-//   void settle(JNIEnv*, jclass) { binding::cache->settle(); }
-// Make everything the wrapper needs in make(): once get() has cached the wrapper, a failure
-// (an OutOfMemoryError from allocating its cleanup) would leave it cached with no cleanup. A
-// java.lang.ref.Cleaner works too (its action holding the token), but costs 80 bytes of Java
-// heap per wrapper against 56 for a PhantomReference subclass that is the token, and its
-// thread cannot settle().
-// tools/hosts/jvm/ is that binding, with its suite and its benchmark.
+//   void settle(JNIEnv*, jclass) {
+//     binding::cache->settle();
+//   }
+// Make everything the wrapper needs before insert() (or in get()'s make()): once the wrapper
+// is cached, a failure (an OutOfMemoryError from allocating its cleanup) would leave it
+// cached with no cleanup. The weak field is written once, before track() links the cleanup
+// under the list's lock, which the cleanup thread takes to unlink it: that orders the write
+// before its read. A java.lang.ref.Cleaner works too (its action holding the token), but
+// costs 80 bytes of Java heap per wrapper against 56 for a PhantomReference subclass that is
+// the token, and its thread cannot settle(). get(env, native, make) is the miss path for a
+// binding whose wrappers are made in native code.
+// tools/hosts/jvm/ is that binding, with its suite and its benchmark; its cleanup thread
+// passes the tokens of up to 64 cleanups to one native call that forgets each.
 //
 // Dying wrappers. The JVM clears a weak reference when its object becomes unreachable, and
 // the wrapper's cleanup runs later, on the cleaner's thread. In between, the entry is still
@@ -89,8 +98,8 @@
 // The end of the runtime. close() is where the binding's JVM ends for it: before
 // DestroyJavaVM in a program that embeds the JVM (the JVM's daemon threads, the cleaner's
 // among them, may still be running native code then), or in JNI_OnUnload. After close():
-//   - get() raises IllegalStateException and returns null; find() returns null. No lookup
-//     calls into the JVM any more: close() waited for those in progress.
+//   - get() and insert() raise IllegalStateException and return null; find() returns
+//     null. No lookup calls into the JVM any more: close() waited for those in progress.
 //   - forget() still works, and deletes at once (no lookup can be reading a weak reference).
 //   - every weak reference whose deletion palrt had queued has been deleted when close()
 //     returns (it drains them: the cleanup thread's last ones are queued by its settle()),
@@ -98,14 +107,16 @@
 //   - the weak references of wrappers still alive stay cached: they belong to the JVM, which
 //     frees them when it ends, or their cleanup deletes them when it runs.
 // Nothing the cache holds is deleted twice: each weak reference is deleted by the one
-// forget() its wrapper's cleanup makes (or by get() if it never was cached). Destroying the
-// cache is allowed only when no thread can call it any more (its cleanups included); a
-// binding made in JNI_OnLoad keeps it until the process exits.
+// forget() its wrapper's cleanup makes (or by get() or insert() if it never was cached).
+// Destroying the cache is allowed only when no thread can call it any more (its cleanups
+// included); a binding made in JNI_OnLoad keeps it until the process exits.
 //
 // Costs (docs/BENCHMARKS.md, "JVM host"): a hit is a JNI transition (the native call itself),
-// a read section, the probe and a NewLocalRef; a miss adds the wrapper's construction, a
-// NewWeakGlobalRef and the insert; a wrapper's end costs its cleanup's JNI call, an erase
-// and a retire.
+// a read section, the probe and a NewLocalRef; a miss through insert() adds the wrapper and
+// its cleanup allocated in Java, a second JNI transition, the probe again, a NewWeakGlobalRef
+// and the insert (get()'s make() would add its upcalls instead: each NewObject from native
+// code costs several times the allocation in Java); a wrapper's end costs an erase and a
+// retire, and its share of its cleanup's JNI call (one call may forget a batch).
 //
 // Thread safety: every member from any thread attached to the JVM, concurrently.
 #pragma once
@@ -154,6 +165,21 @@ class identity_cache {
   // null native.
   template <class Make>
   [[nodiscard]] entry get(JNIEnv* env, const void* native, Make&& make) noexcept;
+
+  // Caches a wrapper the binding made itself (in Java, after find() missed: cheaper than
+  // make() through JNI upcalls), unless a live one is cached meanwhile, which is returned
+  // (created false) and `wrapper` is not cached. created true: `wrapper` is cached, returned
+  // as a new local reference. Make everything the wrapper needs (its cleanup) before the call,
+  // as get()'s make() does. Failures as get()'s, and NullPointerException for a null wrapper.
+  [[nodiscard]] entry insert(JNIEnv* env, const void* native, jobject wrapper) noexcept {
+    if (!wrapper) {
+      throw_java(env, "java/lang/NullPointerException", "palrt::jni::identity_cache::insert: null wrapper");
+      return {};
+    }
+    // get()'s miss path, whose make() hands over the binding's wrapper: one miss path (the
+    // probe, the dying entry replaced, the race lost), whichever side made the wrapper.
+    return get(env, native, [wrapper](JNIEnv* jni, const void*) -> jobject { return jni->NewLocalRef(wrapper); });
+  }
 
   // The live wrapper of `native` (a new local reference), or null. No Java exception.
   [[nodiscard]] jobject find(JNIEnv* env, const void* native) noexcept {

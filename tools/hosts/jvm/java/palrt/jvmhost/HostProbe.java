@@ -26,15 +26,16 @@ final class HostProbe {
   static native void releaseForget();
 
   /**
-   * Arms the make gate: the next at() that makes a wrapper for {@code pointer} waits, with the
-   * wrapper and its cleanup made but not cached, until {@link #releaseMake()}. One call.
+   * Arms the make gate: the next at() that makes a wrapper for {@code pointer} waits in its
+   * publish(), with the wrapper and its cleanup made but not cached, until
+   * {@link #releaseMake()}. One call.
    */
   static native void holdMake(long pointer);
 
-  /** Waits up to {@code timeoutMillis} for the held make() to arrive: true once it waits. */
+  /** Waits up to {@code timeoutMillis} for the held publish() to arrive: true once it waits. */
   static native boolean awaitMakeHeld(long timeoutMillis);
 
-  /** Lets the held make() go on (or disarms the gate if none arrived). */
+  /** Lets the held publish() go on (or disarms the gate if none arrived). */
   static native void releaseMake();
 
   /** NewWeakGlobalRef calls that succeeded: one per wrapper made (cached or not). */

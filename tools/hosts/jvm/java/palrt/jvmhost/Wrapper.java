@@ -7,7 +7,7 @@ package palrt.jvmhost;
  * {@code ==} (and the identity {@code equals}/{@code hashCode} it inherits) compare native
  * objects.
  *
- * <p>Only the binding makes wrappers (through JNI, in the identity cache's make()), and a
+ * <p>Only the binding makes wrappers (WrapperCache.at(), when no live one is cached), and a
  * wrapper carries no cleanup state: its {@link WrapperCleanup} holds the token the cache
  * needs, so that nothing reachable from the cleanup keeps the wrapper alive.
  */

@@ -9,7 +9,7 @@ import palrt.jvmhost.WrapperCache;
 
 /**
  * One way of getting a native object's wrapper, written as its users write it, each paying
- * one JNI transition per call. A JVM runs one variant (one process per measurement), so the
+ * one JNI transition per hit. A JVM runs one variant (one process per measurement), so the
  * benchmark's call site sees one receiver class and C2 inlines {@link #at} into the loop.
  */
 interface Variant {
