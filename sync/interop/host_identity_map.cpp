@@ -265,7 +265,8 @@ using internal::host_map_state;
 
 host_map_core::host_map_core(host_reclamation reclamation, const host_cache_options& options, host_hooks hooks)
     : state_(std::make_unique<host_map_state>(reclamation, options, hooks)),
-      view_{state_->bucket_bits, state_->tables.get()} {}
+      bucket_bits_(state_->bucket_bits),
+      reader_tables_(state_->tables.get()) {}
 
 host_map_core::~host_map_core() = default;
 
@@ -386,6 +387,7 @@ bool host_map_core::erase(host_token token) noexcept {
 void* host_map_core::try_get_locked(const void* identity, void* context) const noexcept {
   host_map_state& s = *state_;
   if (s.made.forked()) return nullptr;  // a parent's thread may hold the lock
+  if (closed_.load(std::memory_order_relaxed)) return nullptr;  // a lookup that began before
   const std::uint64_t hash = fibonacci_hash(identity);
   const std::size_t b = bucket_of(hash, s.bucket_bits);
   std::lock_guard<std::mutex> lock(s.writers[b].lock);
@@ -397,10 +399,18 @@ void* host_map_core::try_get_locked(const void* identity, void* context) const n
   return w && s.hooks.try_acquire(s.hooks.policy, context, w) ? w : nullptr;
 }
 
+namespace {
+// What lookups of a closed cache probe: a table pointer per bucket, all null (constinit: zero,
+// in .bss, shared by every closed cache; never written).
+constinit std::atomic<bucket_table*> no_tables[std::size_t{1} << internal::max_bucket_bits]{};
+}  // namespace
+
 void host_map_core::close() {
   host_map_state& s = *state_;
   // seq_cst: before the locks below and the grace period's epoch (what readers see first).
   closed_.store(true, std::memory_order_seq_cst);
+  // Lookups miss from now on; writers (erase, sweep, counters) keep using state_->tables.
+  reader_tables_.store(no_tables, std::memory_order_seq_cst);
   if (s.exclusive) return;  // under the host's lock: no call is in progress
   // A fork()ed child: a parent's thread may hold a lock, and inserts throw anyway.
   if (!s.made.forked())

@@ -293,8 +293,12 @@ class host_map_core {
   host_map_core& operator=(const host_map_core&) = delete;
   ~host_map_core();
 
-  const bucket_view& view() const noexcept { return view_; }
-  std::size_t bucket_count() const noexcept { return std::size_t{1} << view_.bucket_bits; }
+  // What lookups probe: the bucket tables, or after close() an array of nulls (every lookup
+  // misses, with nothing to check on the hit path). relaxed: grace_period lookups load it
+  // inside their read section, and close() waits for the sections open when it stored it;
+  // host_lock: under the host's lock.
+  bucket_view view() const noexcept { return {bucket_bits_, reader_tables_.load(std::memory_order_relaxed)}; }
+  std::size_t bucket_count() const noexcept { return std::size_t{1} << bucket_bits_; }
   // `wrapper` owned by the caller; on a loss the winner, acquired (see host_entry).
   // `context`: passed to the policy's try_acquire. Throws host_cache_closed after close().
   host_entry insert(const void* identity, void* wrapper, const char* operation, void* context);
@@ -303,8 +307,6 @@ class host_map_core {
   void* try_get_locked(const void* identity, void* context) const noexcept;
   void close();
   void synchronize();
-  // relaxed: try_get() reads it inside its read section, and close() waits for the sections
-  // open when it set it; host_lock: under the host's lock.
   bool closed() const noexcept { return closed_.load(std::memory_order_relaxed); }
   std::size_t sweep(void* context, liveness_batch_fn is_alive);
   host_cache_counters counters() const;
@@ -315,8 +317,9 @@ class host_map_core {
  private:
   friend class internal::host_cache_access;
   std::unique_ptr<internal::host_map_state> state_;
-  const bucket_view view_;
-  std::atomic<bool> closed_{false};  // beside view_: the line every hit reads anyway
+  const unsigned bucket_bits_;
+  std::atomic<std::atomic<bucket_table*>*> reader_tables_;  // see view()
+  std::atomic<bool> closed_{false};  // for the writers and closed(); lookups need no flag
 };
 
 }  // namespace detail
@@ -368,7 +371,7 @@ class host_identity_cache {
   // which keeps the table probed valid; a null result may also mean a writer was at work in
   // the bucket (try_get() asks under the lock then).
   [[nodiscard]] void* find(const void* identity) const noexcept {
-    if (detail::is_reserved_key(identity) || core_.closed()) [[unlikely]]
+    if (detail::is_reserved_key(identity)) [[unlikely]]
       return nullptr;
     if constexpr (reclamation == host_reclamation::host_lock) {
       return detail::host_find_exclusive(core_.view(), identity);
@@ -502,16 +505,12 @@ void* host_identity_cache<Policy>::try_get_with(const void* identity, void* c) c
   if (detail::is_reserved_key(identity)) [[unlikely]]
     return nullptr;
   if constexpr (reclamation == host_reclamation::host_lock) {
-    if (core_.closed()) [[unlikely]]
-      return nullptr;
     void* w = detail::host_find_exclusive(core_.view(), identity);
     return w && acquire(c, w) ? w : nullptr;
   } else {
-    gc::read_section section;  // the table probed stays valid until it ends
-    // Inside the section: close() waits for the sections open when it set the flag, so once
-    // it returned no lookup is still calling try_acquire.
-    if (core_.closed()) [[unlikely]]
-      return nullptr;
+    // The table probed stays valid until the section ends; and close() waits for the sections
+    // open when it hid the tables, so once it returned no lookup is calling try_acquire.
+    gc::read_section section;
     void* w = detail::host_find_concurrent(core_.view(), identity);
     if (w == detail::host_writer_busy()) [[unlikely]]
       return core_.try_get_locked(identity, c);
