@@ -10,6 +10,14 @@ users write it and each one JNI transition per lookup that hits:
              WeakReference<Wrapper>> in Java, dead entries expunged through a ReferenceQueue
   mutex-map  a native at(handle, i) over a std::unordered_map<const void*, jweak> under a
              std::mutex (libpalrt_jvmbench.so), with the binding's own cleanup mechanism
+and, in the churn case only, what none of them is, a cache:
+  jni-weak-floor  JniWeakFloor.at(handle, i): the wrapper and its cleanup made in Java as palrt's
+             miss makes them, one JNI call that makes its weak global reference, which the
+             binding's cleanup mechanism deletes at once; no map, no lookup, no grace period.
+             The floor under any binding that holds wrappers through JNI weak global
+             references: if it costs more than chm, so do they all. Not a peer of the caches
+             (every call makes a wrapper): it has no hit or bytes rows and no target, and is
+             printed in the churn notes and, after the targets, as its ratio to chm.
 Runs JvmBench (palrt-jvmbench.jar) once per case and variant, in a JVM of its own (fixed
 heap, G1), the variants of a case one after another in an order rotated from run to run,
 RUNS times, and adds the medians to a palrt-bench-shaped JSON report (component "hosts").
@@ -29,7 +37,8 @@ Rows (case|variant|threads|metric; the Java classes say exactly what one operati
       1.8x faster than at 1" reads ns_per_op(1 thread) / ns_per_op(2 threads) >= 1.8.
   jvm/churn/N=1024, ns_per_op (ChurnBench.java): rounds of N wrappers made (every lookup a
       miss), dropped, collected (System.gc(), untimed) and cleaned up (the wait until the
-      cache holds no weak reference, timed): ns per wrapper made and cleaned up.
+      cache holds no weak reference, timed): ns per wrapper made and cleaned up. Also
+      jni-weak-floor's row, kept in FILE and left out of the table.
   jvm/bytes-per-wrapper/N=100000, bytes (BytesBench.java): Java heap (MemoryMXBean, after
       full collections) plus malloc'd native memory (glibc mallinfo2: palrt's tables, the
       map's nodes, the JVM's storage of JNI weak references) grown by N live cached
@@ -55,12 +64,15 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 import hosts_report  # noqa: E402
 
-VARIANTS = ['palrt', 'chm', 'mutex-map']
+VARIANTS = ['palrt', 'chm', 'mutex-map']  # the identity caches: the table's columns
+# The churn case's floor (JniWeakFloor.java): not a cache, so only in the churn case's runs.
+FLOOR = 'jni-weak-floor'
+FLOOR_LABEL = 'floor: JNI weak reference alone'
 HIT_SIZES = (1024, 100000)
 CHURN_N = 1024
 BYTES_N = 100000
 CASES = [(['--case', 'hit', '--n', str(n), '--threads', str(t)], VARIANTS) for n in HIT_SIZES for t in (1, 2)] + [
-    (['--case', 'churn', '--n', str(CHURN_N)], VARIANTS),
+    (['--case', 'churn', '--n', str(CHURN_N)], VARIANTS + [FLOOR]),
     (['--case', 'bytes', '--n', str(BYTES_N)], VARIANTS),
 ]
 # A fixed heap, so that no variant runs with a heap the JVM sized differently for it, and G1
@@ -140,6 +152,16 @@ def print_targets(rows):
         verdict = 'met' if is_met(paired) else 'NOT MET'
         print(f'  {what:50} {paired:6.2f}x {of_medians:6.2f}x  target {target:8} {verdict:8} runs: ' +
               ' '.join(f'{x:.2f}' for x in runs))
+    # The floor is no target's subject: it is what the churn target's palrt/chm cannot go
+    # below while palrt holds wrappers through JNI weak global references. Same columns.
+    case = f'jvm/churn/N={CHURN_N}'
+    r, runs = ratio(rows, (case, FLOOR, 1, 'ns_per_op'), (case, 'chm', 1, 'ns_per_op'))
+    what = f'{case}, floor ({FLOOR})/chm'
+    if runs:
+        print(f'  {what:50} {statistics.median(runs):6.2f}x {r:6.2f}x  no target: the least any JNI weak '
+              f'reference binding reaches; runs: ' + ' '.join(f'{x:.2f}' for x in runs))
+    else:
+        print(f'  {what:50} not measured')
 
 
 def detail_median(details, key, field):
@@ -148,7 +170,8 @@ def detail_median(details, key, field):
 
 
 def print_details(rows, details):
-    """What the rows' details say: the hit rows' scaling and time on a CPU, churn's two parts."""
+    """What the rows' details say: the hit rows' scaling and time on a CPU, churn's two parts
+    (the floor's included, under FLOOR_LABEL)."""
     print('\nhit, 2 threads against 1 (ns_per_op 1 thread / 2 threads: 2.00x is perfect scaling), and the\n'
           'workers\' median share of the wall time on a CPU at 1 / 2 threads (cpu_ns_per_op / (threads x\n'
           'ns_per_op); below 100%: other processes held the CPUs, or a worker blocked):')
@@ -165,11 +188,13 @@ def print_details(rows, details):
         print(f'  {case:20} ' + '   '.join(cells))
     case = f'jvm/churn/N={CHURN_N}'
     print(f'\n{case}, ns per wrapper: making it (step 1) + its cleanup (step 3), medians of the runs\' medians:')
-    for v in VARIANTS:
+    labels = [(v, v) for v in VARIANTS] + [(FLOOR, FLOOR_LABEL)]
+    width = max(len(label) for _, label in labels)
+    for v, label in labels:
         make = detail_median(details, (case, v, 1, 'ns_per_op'), 'make_ns_per_op')
         cleanup = detail_median(details, (case, v, 1, 'ns_per_op'), 'cleanup_ns_per_op')
         if make is not None and cleanup is not None:
-            print(f'  {v:10} {make:8.1f} + {cleanup:8.1f}')
+            print(f'  {label:{width}} {make:8.1f} + {cleanup:8.1f}')
 
 
 def main():

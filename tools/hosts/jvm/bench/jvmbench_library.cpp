@@ -10,6 +10,8 @@ extern "C" JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM* vm, void*) {
   if (vm->GetEnv(reinterpret_cast<void**>(&env), JNI_VERSION_1_8) != JNI_OK) return JNI_ERR;
   // A failure leaves the Java exception (NoSuchMethodError, NoClassDefFoundError) pending:
   // System.loadLibrary throws it, naming what did not match.
-  if (!jvmbench::register_native_heap_natives(env) || !jvmbench::register_mutex_map_natives(env)) return JNI_ERR;
+  if (!jvmbench::register_native_heap_natives(env) || !jvmbench::register_mutex_map_natives(env) ||
+      !jvmbench::register_jni_weak_floor_natives(env))
+    return JNI_ERR;
   return JNI_VERSION_1_8;
 }

@@ -11,6 +11,8 @@ namespace jvmbench {
 // palrt.jvmhost.bench.MutexMapWrapperCache (mutex_map_cache.cpp). False: a Java exception
 // is pending.
 bool register_mutex_map_natives(JNIEnv* env) noexcept;
+// palrt.jvmhost.bench.JniWeakFloor (jni_weak_floor.cpp).
+bool register_jni_weak_floor_natives(JNIEnv* env) noexcept;
 // palrt.jvmhost.bench.NativeHeap (native_heap.cpp).
 bool register_native_heap_natives(JNIEnv* env) noexcept;
 

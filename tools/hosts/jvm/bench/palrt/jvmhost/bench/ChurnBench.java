@@ -16,7 +16,7 @@ import palrt.jvmhost.Wrapper;
  * <ol>
  *   <li>(timed) get the wrapper of each of the N objects, in a random order drawn once, and
  *       hold it in an array: N misses, N new wrappers, each with its weak reference and, for
- *       palrt and mutex-map, its cleanup (a PhantomReference) registered;
+ *       palrt, mutex-map and jni-weak-floor, its cleanup (a PhantomReference) registered;
  *   <li>(untimed) check that the variant holds N entries, drop the array, System.gc(): a full
  *       stop-the-world collection, milliseconds, which would drown the rest; most of it is the
  *       same work for every variant (the collector's share that differs, clearing and
@@ -24,7 +24,9 @@ import palrt.jvmhost.Wrapper;
  *   <li>(timed) wait until the variant holds no weak reference: every collected wrapper's
  *       cleanup has run to its end. palrt and mutex-map: their cleanup thread ran each
  *       wrapper's native forget (palrt's deletes the weak global reference after a grace
- *       period, which its thread waits for after each burst; mutex-map's at once). chm: its
+ *       period, which its thread waits for after each burst; mutex-map's at once).
+ *       jni-weak-floor (no map: JniWeakFloor.java): its cleanup thread deleted each weak
+ *       global reference, a batch per native call. chm: its
  *       reference queue is drained, the work its miss path does first (done here, polling as
  *       that miss path would, so that its round ends as clean as the others'). Every
  *       variant's wait includes the JDK's reference handler thread handing the cleared

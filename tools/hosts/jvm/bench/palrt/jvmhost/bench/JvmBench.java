@@ -10,10 +10,12 @@ import java.util.Arrays;
  * ({@code palrt.jvmhost.WrapperCache}) against the two caches a binding writes without palrt,
  * a {@code ConcurrentHashMap} of weak references in Java ({@link ChmWrapperCache}) and a
  * {@code std::unordered_map} of JNI weak global references under a {@code std::mutex}
- * ({@link MutexMapWrapperCache}). One case and one variant per JVM, so that each variant's
- * code is compiled for it alone and starts from a fresh heap; prints one JSON row per figure
- * ({@link Row}). tools/hosts/jvm/bench/bench_jvm.py runs every case and variant, rotated,
- * and takes the medians.
+ * ({@link MutexMapWrapperCache}); in the churn case also the floor under any binding that holds
+ * wrappers through JNI weak global references, the reference and its cleanup with no map
+ * ({@link JniWeakFloor}). One case and one variant per JVM, so that each variant's code is
+ * compiled for it alone and starts from a fresh heap; prints one JSON row per figure
+ * ({@link Row}). tools/hosts/jvm/bench/bench_jvm.py runs every case and variant, rotated, and
+ * takes the medians.
  *
  * <p>Cases (what one operation is, exactly, is in each class's comment):
  * <ul>

@@ -6,8 +6,9 @@ import java.util.List;
 /** JvmBench's command line, checked: a bad value stops the run with a message naming it. */
 final class Options {
   static final String USAGE =
-      "usage: JvmBench --case hit|churn|bytes --variant palrt|chm|mutex-map --n N\n"
+      "usage: JvmBench --case hit|churn|bytes --variant palrt|chm|mutex-map|jni-weak-floor --n N\n"
           + "                [--threads T] [--iterations R] [--warmup-ms MS] [--rep-ms MS] [--seed S]\n"
+          + "  --variant     jni-weak-floor: churn only (not an identity cache: it makes a wrapper per call)\n"
           + "  --threads     hit only: worker threads (1 or more); churn and bytes run on one\n"
           + "  --iterations  hit: timed repetitions; churn: timed rounds (the median is reported)\n"
           + "  --warmup-ms   untimed warm-up before the timed part, at least this long (C2 compiles)\n"
@@ -49,6 +50,10 @@ final class Options {
       throw new IllegalArgumentException("unknown variant '" + o.variant + "' (" + String.join(", ", Variant.NAMES) + ")");
     if (!List.of("hit", "churn", "bytes").contains(o.benchCase))
       throw new IllegalArgumentException("unknown case '" + o.benchCase + "' (hit, churn, bytes)");
+    // Every lookup of the churn case is a miss; hit and bytes need lookups that find the
+    // wrapper made before, which the floor never does.
+    if (o.variant.equals(Variant.FLOOR) && !o.benchCase.equals("churn"))
+      throw new IllegalArgumentException("--variant " + Variant.FLOOR + " applies to the churn case only");
     if (o.iterations < 0) o.iterations = o.benchCase.equals("hit") ? 15 : 60;
     return o;
   }

@@ -27,13 +27,17 @@ interface Variant {
    */
   long heldReferences();
 
-  List<String> NAMES = List.of("palrt", "chm", "mutex-map");
+  List<String> NAMES = List.of("palrt", "chm", "mutex-map", "jni-weak-floor");
+
+  /** Not an identity cache (every lookup makes a wrapper): the churn case's floor only. */
+  String FLOOR = "jni-weak-floor";
 
   static Variant named(String name) {
     switch (name) {
       case "palrt": return new Palrt();
       case "chm": return new Chm();
       case "mutex-map": return new MutexMap();
+      case "jni-weak-floor": return new Floor();
       default: throw new IllegalArgumentException("unknown variant '" + name + "' (" + String.join(", ", NAMES) + ")");
     }
   }
@@ -95,6 +99,28 @@ interface Variant {
     public long heldReferences() {
       // forget() deletes the weak reference with the entry. Polled: read without the mutex.
       return MutexMapWrapperCache.entriesSeen();
+    }
+  }
+
+  /**
+   * The floor of the JNI weak global reference mechanism, no map (JniWeakFloor.java): every
+   * call makes a wrapper, so it is an identity cache only where every lookup is a miss.
+   */
+  final class Floor implements Variant {
+    @Override
+    public Wrapper at(long handle, int index) {
+      return JniWeakFloor.at(handle, index);
+    }
+
+    @Override
+    public long entries() {
+      return JniWeakFloor.liveWeakRefs();  // one weak reference per wrapper not cleaned up
+    }
+
+    @Override
+    public long heldReferences() {
+      // The cleanup deletes the weak reference at once. Polled: two relaxed counters, no lock.
+      return JniWeakFloor.liveWeakRefs();
     }
   }
 }
