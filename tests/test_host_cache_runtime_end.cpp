@@ -154,6 +154,13 @@ struct held_lookup {
   static inline std::atomic<bool> hold{true};
   static inline std::atomic<bool> close_returned{false};
   static inline std::atomic<int> acquires_after_close{0};
+  // The next try_acquire counts `entered` down and waits until the test clears `hold`.
+  static void arm(std::latch& entered) {
+    inside = &entered;
+    hold = true;
+    close_returned = false;
+    acquires_after_close = 0;
+  }
 };
 struct holding_policy {
   static constexpr host_reclamation reclamation = host_reclamation::grace_period;
@@ -313,10 +320,7 @@ TEST_CASE_TEMPLATE("host cache: after close() lookups miss, inserts throw before
 // return before that call has returned: the runtime may be gone right after.
 TEST_CASE("host cache, grace_period: close() waits for a lookup held inside try_acquire") {
   std::latch entered(1);
-  held_lookup::inside = &entered;
-  held_lookup::hold = true;
-  held_lookup::close_returned = false;
-  held_lookup::acquires_after_close = 0;
+  held_lookup::arm(entered);
   host_identity_cache<holding_policy> cache;
   weak_ref a(id_of(9));
   (void)cache.insert(id_of(9), &a);
@@ -362,10 +366,7 @@ TEST_CASE("host cache, grace_period: close() and synchronize() inside a read sec
 // found it before the erase is waited for.
 TEST_CASE("host cache, grace_period: synchronize() returns only after a lookup that found an erased wrapper") {
   std::latch entered(1);
-  held_lookup::inside = &entered;
-  held_lookup::hold = true;
-  held_lookup::close_returned = false;
-  held_lookup::acquires_after_close = 0;
+  held_lookup::arm(entered);
   host_identity_cache<holding_policy> cache;
   auto* w = new weak_ref(id_of(11));
   const host_token token = cache.insert(id_of(11), w).token;
