@@ -12,14 +12,12 @@
 // reaches zero again.
 #include "palrt/gc/collector.hpp"
 
-#include <sched.h>
 
 #include <algorithm>
 #include <array>
 #include <cinttypes>
 #include <cstdio>
 #include <string>
-#include <thread>
 
 #include "palrt/pal/fork.hpp"
 #include "palrt/pal/internal/cancellation.hpp"
@@ -585,12 +583,7 @@ bool collector::synchronize(std::chrono::nanoseconds timeout) {
       if (c.retired.empty()) return true;
     }
     if (std::chrono::steady_clock::now() >= deadline) return false;
-    // A reader is inside a section (a few ns normally; longer if it was preempted): give it
-    // the CPU, then back off, as liburcu's synchronize_rcu does.
-    if (attempt < 10)
-      sched_yield();
-    else
-      std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000, 10 * attempt)));
+    internal::reader_wait_backoff(attempt);  // a reader is inside a section
   }
 }
 

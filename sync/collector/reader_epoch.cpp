@@ -241,12 +241,7 @@ void wait_for_readers(const char* who) {
   for (int attempt = 0; oldest_reader_epoch() <= tag; ++attempt) {
     if (auto hook = reader_wait_hook.load(std::memory_order_acquire)) [[unlikely]]
       hook(reader_wait_context.load(std::memory_order_relaxed));
-    // A reader is inside (a few ns normally; longer if it was preempted): give it the CPU,
-    // then back off, as drain_retired() does.
-    if (attempt < 10)
-      sched_yield();
-    else
-      std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000, 10 * attempt)));
+    reader_wait_backoff(attempt);
   }
 }
 

@@ -20,7 +20,6 @@
 #include "palrt/gc/retire.hpp"
 
 #include <pthread.h>
-#include <sched.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -31,7 +30,6 @@
 #include <memory>
 #include <mutex>
 #include <stdexcept>
-#include <thread>
 
 #include "palrt/gc/internal/grace_period.hpp"
 #include "palrt/gc/read_section.hpp"
@@ -248,12 +246,7 @@ bool drain_retired(std::chrono::nanoseconds timeout) {
       if (!left) return true;
     }
     if (std::chrono::steady_clock::now() >= deadline) return false;
-    // A reader is inside a section (a few ns normally; longer if it was preempted): give it
-    // the CPU, then back off, as collector::synchronize() does.
-    if (attempt < 10)
-      sched_yield();
-    else
-      std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000, 10 * attempt)));
+    internal::reader_wait_backoff(attempt);  // a reader is inside a section
   }
 }
 

@@ -3,7 +3,12 @@
 // epoch, then ask whether every reader that could still see it has left its section.
 #pragma once
 
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <thread>
 
 namespace palrt::gc::internal {
 
@@ -34,6 +39,18 @@ std::uint64_t known_safe_epoch() noexcept;
 // std::logic_error, naming `who`, when called inside a read section of the calling thread
 // (it would wait for itself).
 void wait_for_readers(const char* who);
+
+// One step of waiting for a reader inside its section (a few ns normally; longer if it was
+// preempted): give it the CPU for the first attempts, then back off, up to a millisecond, as
+// liburcu's synchronize_rcu does. For every loop that waits on readers (wait_for_readers,
+// drain_retired, collector::synchronize).
+// Inline: no library symbol for a loop step.
+inline void reader_wait_backoff(int attempt) {
+  if (attempt < 10)
+    sched_yield();
+  else
+    std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000, 10 * attempt)));
+}
 
 // Tests' view of wait_for_readers(): `hook(context)` runs each time it found a reader inside
 // and is about to wait for it (the window close() must not return in). Null: none.
