@@ -453,12 +453,7 @@ class host_identity_cache {
   friend class internal::host_cache_access;
 
   // `c`: the call's context (a context*), null for a policy that takes none.
-  bool acquire(void* c, void* w) const noexcept {
-    if constexpr (takes_context)
-      return policy_.try_acquire(*static_cast<context*>(c), w);
-    else
-      return policy_.try_acquire(w);
-  }
+  bool acquire(void* c, void* w) const noexcept { return try_acquire_hook(&policy_, c, w); }
   void release(void* c, void* w) const noexcept {
     if constexpr (takes_context)
       policy_.release(*static_cast<context*>(c), w);
