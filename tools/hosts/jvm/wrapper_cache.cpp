@@ -8,6 +8,7 @@
 #include <iterator>
 #include <memory>
 #include <new>
+#include <span>
 
 #include "binding.hpp"
 #include "hold_gate.hpp"
@@ -81,22 +82,24 @@ jlong JNICALL live_weak_refs(JNIEnv*, jclass) {
 void JNICALL close(JNIEnv* env, jclass) { cache->close(env); }
 
 // WrapperCleanup.forget(tokens, count), on the cleanup thread: forget(pointer, weak) of the
-// tokens (tokens[2k], tokens[2k + 1]) of `count` cleanups, in one JNI transition for a batch.
+// tokens (tokens[2k], tokens[2k + 1]) of `count` cleanups, in one JNI transition for a batch,
+// and one identity_cache::forget() call, which retires their weak references together.
 void JNICALL forget(JNIEnv* env, jclass, jlongArray tokens, jint count) {
   // Copied out rather than read in place (GetPrimitiveArrayCritical): forget() may run due
   // reclaims, each a DeleteWeakGlobalRef, which JNI forbids inside a critical region. A
   // chunk at a time: WrapperCleanup's batches fit in one.
   constexpr jint chunk = 64;
   jlong copy[2 * chunk];
+  palrt::jni::identity_cache::token batch[chunk];
   for (jint done = 0; done < count;) {
     const jint n = std::min(count - done, chunk);
     env->GetLongArrayRegion(tokens, 2 * done, 2 * n, copy);
     if (env->ExceptionCheck()) return;  // ArrayIndexOutOfBoundsException: a count past the array
     for (jint k = 0; k < n; ++k) {
-      const void* native = reinterpret_cast<const void*>(copy[2 * k]);
-      forget_gate().pass(native);
-      cache->forget(env, native, reinterpret_cast<jweak>(copy[2 * k + 1]));
+      batch[k] = {reinterpret_cast<const void*>(copy[2 * k]), reinterpret_cast<jweak>(copy[2 * k + 1])};
+      forget_gate().pass(batch[k].native);
     }
+    cache->forget(env, std::span<const palrt::jni::identity_cache::token>(batch, static_cast<std::size_t>(n)));
     done += n;
   }
 }

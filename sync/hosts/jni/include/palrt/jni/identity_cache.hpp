@@ -125,10 +125,14 @@
 
 #include <jni.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <new>
+#include <span>
 #include <stdexcept>
 #include <utility>
 
@@ -211,6 +215,23 @@ class identity_cache {
     counts().deleted.fetch_add(1, std::memory_order_relaxed);
   }
 
+  // A cleanup's token: what forget() takes.
+  struct token {
+    const void* native;
+    jweak weak;
+  };
+  // forget() of each token, for a cleanup thread that takes several cleanups at once: the
+  // same effect for a fraction of the cost. The weak references are retired together, up to
+  // 64 in one retirement whose reclaim deletes them all, so that a burst of cleanups costs
+  // one retirement and a share of a grace period per 64 wrappers, not per wrapper.
+  void forget(JNIEnv* env, std::span<const token> tokens) noexcept {
+    while (!tokens.empty()) {
+      const std::size_t n = std::min(tokens.size(), weak_batch::capacity);
+      forget_batch(env, tokens.first(n));
+      tokens = tokens.subspan(n);
+    }
+  }
+
   // On the thread that calls forget(), when it has no more cleanups to run: deletes the weak
   // references its forget() calls retired (its partial batch), once a grace period has
   // passed, and whatever else is due. Waits for that grace period (microseconds; longer
@@ -289,8 +310,45 @@ class identity_cache {
     if (env->ExceptionCheck()) return;  // one pending already
     if (jclass c = env->FindClass(class_name)) env->ThrowNew(c, message);  // else: one pending
   }
-  // gc::retire's reclaim, on whichever thread runs it.
+  // Weak references retired together (forget(tokens)).
+  struct weak_batch {
+    static constexpr std::size_t capacity = 64;
+    std::size_t count = 0;
+    jweak refs[capacity];
+  };
+
+  void forget_batch(JNIEnv* env, std::span<const token> tokens) noexcept {
+    if (tokens.size() == 1) return forget(env, tokens[0].native, tokens[0].weak);  // no batch to allocate
+    for (const token& t : tokens) cache_.erase(interop::host_token(t.native, t.weak));
+    std::unique_ptr<weak_batch> batch(new (std::nothrow) weak_batch);
+    if (batch) {
+      for (const token& t : tokens) batch->refs[batch->count++] = t.weak;
+      gc::read_section section;  // as forget()'s: close() waits for it
+      if (!quiesced_.load(std::memory_order_acquire)) {
+        try {
+          gc::retire(batch.get(), &delete_weak_batch);
+          batch.release();  // the reclaim frees it
+          return;
+        } catch (const std::bad_alloc&) {
+        }
+      }
+    }
+    // No memory for the batch or its retirement (or closed): as forget()'s fallback.
+    if (!quiesced_.load(std::memory_order_acquire)) cache_.synchronize();
+    for (const token& t : tokens) env->DeleteWeakGlobalRef(t.weak);
+    counts().deleted.fetch_add(tokens.size(), std::memory_order_relaxed);
+  }
+
+  // gc::retire's reclaims, on whichever thread runs them.
   static void delete_weak_reference(void* weak) noexcept {
+    jweak one = static_cast<jweak>(weak);
+    delete_weak_references(&one, 1);
+  }
+  static void delete_weak_batch(void* batch) noexcept {
+    std::unique_ptr<weak_batch> b(static_cast<weak_batch*>(batch));
+    delete_weak_references(b->refs, b->count);
+  }
+  static void delete_weak_references(const jweak* refs, std::size_t count) noexcept {
     JavaVM* vm = the_vm().load(std::memory_order_acquire);
     JNIEnv* env = nullptr;
     const jint got = vm->GetEnv(reinterpret_cast<void**>(&env), JNI_VERSION_1_8);
@@ -306,8 +364,8 @@ class identity_cache {
       env = nullptr;
     }
     if (env) {
-      env->DeleteWeakGlobalRef(static_cast<jweak>(weak));
-      counts().deleted.fetch_add(1, std::memory_order_relaxed);
+      for (std::size_t k = 0; k < count; ++k) env->DeleteWeakGlobalRef(refs[k]);
+      counts().deleted.fetch_add(count, std::memory_order_relaxed);
     }
     if (attached) vm->DetachCurrentThread();
   }
