@@ -43,6 +43,7 @@
 // - A sweep allocates nothing: its batch of wrappers is on its stack.
 #include "palrt/interop/internal/host_map_state.hpp"
 
+#include <algorithm>
 #include <array>
 #include <new>
 #include <stdexcept>
@@ -323,6 +324,7 @@ host_entry host_map_core::insert(const void* identity, void* wrapper, const char
       if (replaced) {
         ++w.dead_replaced;
         ++w.inserted;
+        result.replaced = cached;
         return result;
       }
       // Swept: insert it as a new entry (below), in the tombstone or another slot.
@@ -470,6 +472,54 @@ std::size_t host_map_core::sweep(void* context, liveness_batch_fn is_alive) {
       else if (swept_here)
         s.writers[b].used = internal::compact_in_place(*t, s.bucket_bits);
       if (t == current) removed += swept_here;
+    }
+  }
+  s.swept.fetch_add(removed, std::memory_order_relaxed);
+  return removed;
+}
+
+std::size_t host_map_core::sweep_concurrently(void* context, liveness_batch_fn is_alive) {
+  host_map_state& s = *state_;
+  if (s.exclusive) return sweep(context, is_alive);  // the host's lock serialises it already
+  if (s.made.forked()) throw pal::forked_child_error("host_identity_cache::sweep_concurrently");
+  std::array<void*, internal::sweep_batch> wrappers;
+  std::array<std::size_t, internal::sweep_batch> slots;
+  std::array<bool, internal::sweep_batch> alive;
+  std::size_t removed = 0;
+  for (std::size_t b = 0; b < s.bucket_count(); ++b) {
+    // Under the bucket's lock no other writer is inside the table, and none is rebuilding it
+    // (a rebuild holds the lock): the current table is the bucket's only one, and what is read
+    // here stays as read until the unlock, but for the readers, who change nothing.
+    std::lock_guard<std::mutex> lock(s.writers[b].lock);
+    bucket_table* t = s.tables[b].load(std::memory_order_relaxed);
+    if (!t) continue;
+    std::size_t i = 0;
+    while (i <= t->mask) {
+      std::size_t n = 0;
+      for (; i <= t->mask && n < internal::sweep_batch; ++i) {
+        const bucket_table::entry& e = t->entries()[i];
+        void* value = e.value.load(std::memory_order_relaxed);
+        if (!internal::is_live_key(e.key.load(std::memory_order_relaxed)) || !value) continue;
+        wrappers[n] = value;
+        slots[n] = i;
+        alive[n] = true;
+        ++n;
+      }
+      if (n == 0) continue;
+      is_alive(context, std::span<void* const>(wrappers.data(), n), std::span<bool>(alive.data(), n));
+      if (std::all_of(alive.begin(), alive.begin() + n, [](bool a) { return a; })) continue;
+      // One write window for the batch's removals, as erase() opens one for its one: a reader
+      // that overlapped it probes again (the seqlock), and one that read a removed wrapper
+      // before the window holds it in its read section, which the host's grace period covers.
+      internal::begin_write(t);
+      for (std::size_t k = 0; k < n; ++k) {
+        if (alive[k]) continue;
+        bucket_table::entry& e = t->entries()[slots[k]];
+        e.key.store(tombstone_key(), std::memory_order_relaxed);
+        e.value.store(nullptr, std::memory_order_relaxed);
+        ++removed;
+      }
+      internal::end_write(t);
     }
   }
   s.swept.fetch_add(removed, std::memory_order_relaxed);

@@ -107,6 +107,13 @@
 // of an insert or a rebuild included: host_identity_map.cpp has the protocol). It must run
 // either with the world stopped or while no other thread uses the cache. With host_lock, it
 // runs under the host's lock like every other call.
+// - by a sweep with the world running, for a host whose collector clears weak references and
+//   cannot stop the world for it (a JVM binding): sweep_concurrently(is_alive) takes each
+//   bucket's lock in turn while lookups go on, and the host frees what it found dead after a
+//   grace period. Such a host has no per-wrapper step at all: a dying wrapper whose entry a
+//   new one took over comes back in host_entry::replaced, to free the same way. A JVM binding
+//   saves a Java object per wrapper (the cleanup a token-erasing binding registers) and the
+//   JVM's reference processing of it (palrt/jni/identity_cache.hpp).
 //
 // Freeing a wrapper (grace_period). A try_get() on another thread may have found a wrapper in
 // the table just before the host erased it, and be calling try_acquire() on it now: the read
@@ -143,7 +150,8 @@
 // erase() returns false, insert() and get_or_create() throw std::invalid_argument naming
 // which one it was, before calling the factory.
 //
-// Thread safety: grace_period: every member from any thread concurrently, sweep() as above.
+// Thread safety: grace_period: every member from any thread concurrently, sweep() as above,
+// sweep_concurrently() too.
 // host_lock: every call under the host's lock. Lifetime: the cache must outlive its use; an
 // erase() from a wrapper that dies after the cache was destroyed is undefined, so a host
 // keeps the cache alive while any wrapper it cached may still die (a module-level object the
@@ -209,6 +217,11 @@ struct host_entry {
   void* wrapper = nullptr;
   host_token token;
   bool inserted = false;  // false: another wrapper was cached already and is returned
+  // inserted: the dying wrapper (try_acquire refused it) whose entry the new one took over,
+  // else null. No longer in the cache, and never handed out again: a host whose dying
+  // wrappers erase their own token (a finalizer) ignores it; a host with no such step (one
+  // that sweeps: sweep_concurrently()) frees it here, after a grace period (grace_period).
+  void* replaced = nullptr;
 };
 
 // Thrown by insert() and get_or_create() of a cache close() was called on; nothing was cached
@@ -309,6 +322,7 @@ class host_map_core {
   void synchronize();
   bool closed() const noexcept { return closed_.load(std::memory_order_relaxed); }
   std::size_t sweep(void* context, liveness_batch_fn is_alive);
+  std::size_t sweep_concurrently(void* context, liveness_batch_fn is_alive);
   host_cache_counters counters() const;
   [[noreturn]] static void throw_reserved(const char* operation, const void* identity);
   [[noreturn]] static void throw_no_wrapper(const char* operation);
@@ -430,6 +444,27 @@ class host_identity_cache {
                        [](void* f, std::span<void* const> wrappers, std::span<bool> alive) {
                          (*static_cast<std::remove_reference_t<IsAliveBatch>*>(f))(wrappers, alive);
                        });
+  }
+
+  // sweep() for a host that cannot stop the world (a JVM binding: its collector clears weak
+  // references and the binding sweeps afterwards, with Java threads running). grace_period:
+  // takes each bucket's writer lock in turn, so lookups run on (they probe again when the
+  // sweep removed entries under them, as after an erase), and inserts and erases of that
+  // bucket wait for it; is_alive runs with that lock held and must not call this cache. A
+  // wrapper is_alive finds dead has its entry removed, by this sweep and no other step, so
+  // the host frees it, after a grace period (a lookup may be inside try_acquire() on it):
+  // is_alive knows which ones it found dead. host_lock: sweep(). Works after close() too.
+  // Throws pal::forked_child_error in a fork()ed child (grace_period: a parent's thread may
+  // have held a lock).
+  template <class IsAliveBatch>
+  std::size_t sweep_concurrently(IsAliveBatch&& is_alive) {
+    static_assert(!std::is_function_v<std::remove_reference_t<IsAliveBatch>>,
+                  "palrt::interop::host_identity_cache::sweep_concurrently: pass a lambda or function object, not "
+                  "a function's name (wrap it: [](auto w, auto a) { f(w, a); })");
+    return core_.sweep_concurrently(const_cast<void*>(static_cast<const void*>(std::addressof(is_alive))),
+                                    [](void* f, std::span<void* const> wrappers, std::span<bool> alive) {
+                                      (*static_cast<std::remove_reference_t<IsAliveBatch>*>(f))(wrappers, alive);
+                                    });
   }
 
   // The end of the runtime (see "The end of a runtime" at the top of this file): from now on
