@@ -34,7 +34,7 @@ JNIEnv* env_of(JavaVM* vm) noexcept {
 extern "C" JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM* vm, void*) {
   JNIEnv* env = env_of(vm);
   if (!env) return JNI_ERR;
-  if (!palrt_jvmhost::register_wrapper_cache(env, vm) || !palrt_jvmhost::register_native_objects(env) ||
+  if (!palrt_jvmhost::register_wrapper_cache(env) || !palrt_jvmhost::register_native_objects(env) ||
       !palrt_jvmhost::register_host_probe(env))
     return JNI_ERR;  // the exception pending says what was missing
   return jni_version;

@@ -3,7 +3,7 @@
 // native methods (RegisterNatives, from JNI_OnLoad in binding.cpp; the library exports
 // nothing else, libpalrt_jvmhost.map), one file each:
 //   native_objects.cpp  palrt.jvmhost.NativeObjects: the native objects wrappers stand for
-//   wrapper_cache.cpp   palrt.jvmhost.WrapperCache and WrapperCleanup: palrt's identity cache
+//   wrapper_cache.cpp   palrt.jvmhost.WrapperCache and WrapperSweeper: palrt's identity cache
 //   host_probe.cpp      palrt.jvmhost.HostProbe: the suite's hooks (hold_gate.hpp, counters)
 // Each returns false with a Java exception pending when it cannot (a class or member missing
 // from the jar: a jar and a library from different builds), and JNI_OnLoad then fails, which
@@ -15,9 +15,9 @@
 namespace palrt_jvmhost {
 
 bool register_native_objects(JNIEnv* env);
-bool register_wrapper_cache(JNIEnv* env, JavaVM* vm);
+bool register_wrapper_cache(JNIEnv* env);
 bool register_host_probe(JNIEnv* env);
-// JNI_OnUnload: closes the cache and drops the global references register_wrapper_cache made.
+// JNI_OnUnload: closes the cache.
 void unregister_wrapper_cache(JNIEnv* env) noexcept;
 
 // One entry of a RegisterNatives table (jni.h's fields are char*, which JNI never writes).

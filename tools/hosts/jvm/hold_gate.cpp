@@ -31,9 +31,14 @@ void hold_gate::wait_for_release(const void* native) noexcept {
   changed_.wait(guard, [this] { return released_; });
 }
 
-hold_gate& forget_gate() noexcept {
+hold_gate& sweep_gate() noexcept {
   static hold_gate gate;
   return gate;
+}
+
+const void* sweep_gate_token() noexcept {
+  static const char token = 0;
+  return &token;
 }
 
 hold_gate& make_gate() noexcept {

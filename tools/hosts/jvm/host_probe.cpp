@@ -20,6 +20,8 @@ void JNICALL hold(JNIEnv*, jclass, jlong pointer) {
   gate().hold(reinterpret_cast<const void*>(pointer));
 }
 
+void JNICALL hold_sweep(JNIEnv*, jclass) { sweep_gate().hold(sweep_gate_token()); }
+
 template <hold_gate& (*gate)() noexcept>
 jboolean JNICALL await_held(JNIEnv*, jclass, jlong timeout_millis) {
   return gate().await_held(std::chrono::milliseconds(timeout_millis)) ? JNI_TRUE : JNI_FALSE;
@@ -50,9 +52,9 @@ jlong JNICALL counter(JNIEnv* env, jclass) {
 
 bool register_host_probe(JNIEnv* env) {
   static const JNINativeMethod methods[] = {
-      native_method("holdForget", "(J)V", &hold<forget_gate>),
-      native_method("awaitForgetHeld", "(J)Z", &await_held<forget_gate>),
-      native_method("releaseForget", "()V", &release<forget_gate>),
+      native_method("holdSweep", "()V", &hold_sweep),
+      native_method("awaitSweepHeld", "(J)Z", &await_held<sweep_gate>),
+      native_method("releaseSweep", "()V", &release<sweep_gate>),
       native_method("holdMake", "(J)V", &hold<make_gate>),
       native_method("awaitMakeHeld", "(J)Z", &await_held<make_gate>),
       native_method("releaseMake", "()V", &release<make_gate>),

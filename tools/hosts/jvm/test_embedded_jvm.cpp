@@ -5,12 +5,12 @@
 // asks for (palrt/jni/identity_cache.hpp, "The end of the runtime"):
 //   1. HostSuite.main(errors, identity, race, collection, dying, survivors): the last leaves 64
 //      wrappers alive;
-//   2. WrapperCache.close(), from this thread, while the binding's cleanup thread runs;
+//   2. WrapperCache.close(), from this thread, while the binding's sweeper thread runs;
 //   3. Survivors.afterClose(): at() throws IllegalStateException; half the survivors are
-//      dropped and their cleanups (after close(): deleting at once) run;
-//   4. the counters: every weak reference the cache made is deleted but those of the wrappers
-//      still alive, which the dying JVM owns;
-//   5. DestroyJavaVM, with those wrappers alive and the cleanup thread (a daemon) waiting.
+//      dropped and collected, and the sweeps after close() remove nothing;
+//   4. the counters: every weak reference the cache made is deleted but those still cached
+//      at close(), which the dying JVM owns;
+//   5. DestroyJavaVM, with half the survivors alive and the sweeper thread (a daemon) waiting.
 // The program links libjvm and not palrt: the one copy of palrt in the process is the
 // binding's, loaded by the JVM.
 //
@@ -117,20 +117,20 @@ TEST_CASE("a JVM made and destroyed by a C++ program: the suite, close() before 
   const jlong created_before_close = call_long(env, "palrt/jvmhost/HostProbe", "weakRefsCreated");
 
   call_void(env, "palrt/jvmhost/WrapperCache", "close");
-  const jlong alive = call_long(env, "palrt/jvmhost/Survivors", "afterClose");
-  CHECK(alive > 0);
+  const jlong left = call_long(env, "palrt/jvmhost/Survivors", "afterClose");  // the JVM's
+  CHECK(left > 0);
   const jlong created = call_long(env, "palrt/jvmhost/HostProbe", "weakRefsCreated");
   const jlong deleted = call_long(env, "palrt/jvmhost/HostProbe", "weakRefsDeleted");
   CHECK_MESSAGE(created == created_before_close, "a weak reference was made after close()");
-  CHECK_MESSAGE(created - deleted == alive,
+  CHECK_MESSAGE(created - deleted == left,
                 "weak references neither deleted nor owned by the JVM (leaked: > 0; deleted twice: < 0): "
-                    << created - deleted - alive);
-  CHECK(call_long(env, "palrt/jvmhost/WrapperCache", "liveWeakRefs") == alive);
-  CHECK(call_long(env, "palrt/jvmhost/WrapperCache", "entries") == alive);
-  MESSAGE("embedded: " << created << " weak references made, " << deleted << " deleted, " << alive
+                    << created - deleted - left);
+  CHECK(call_long(env, "palrt/jvmhost/WrapperCache", "liveWeakRefs") == left);
+  CHECK(call_long(env, "palrt/jvmhost/WrapperCache", "entries") == left);
+  MESSAGE("embedded: " << created << " weak references made, " << deleted << " deleted, " << left
                        << " owned by the JVM at DestroyJavaVM");
 
-  // The survivors' weak references and the cleanup thread (a daemon, waiting on its queue)
+  // The survivors' weak references and the sweeper thread (a daemon, waiting on its queue)
   // go with the JVM.
   CHECK(vm->DestroyJavaVM() == JNI_OK);
 }

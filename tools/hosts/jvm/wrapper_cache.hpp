@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // The binding's identity cache (palrt::jni::identity_cache), made by JNI_OnLoad and never
-// destroyed: the cleanup thread is a daemon, which may be inside forget() while the process
+// destroyed: the sweeper thread is a daemon, which may be inside sweep() while the process
 // exits, after static destructors ran.
 #pragma once
 

@@ -12,21 +12,24 @@
 // weak reference: no lock, no shared write.
 //
 // A JVM binding author copies this. Java makes the wrappers: a hit is one JNI call (find()),
-// and on a miss Java allocates the wrapper and its cleanup itself and hands them to insert()
-// (JNI calls from Java into native code are far cheaper than calls from native code into the
-// JVM, which get()'s make() would need: a NewObject each for the wrapper and its cleanup).
-// The Java side (example.Wrapper's accessor; WrapperCleanup, a PhantomReference<Wrapper>,
-// holds the token in two long fields, pointer and weak, and track() keeps it reachable):
+// and on a miss Java allocates the wrapper itself and hands it to insert() (JNI calls from
+// Java into native code are far cheaper than calls from native code into the JVM, which
+// get()'s make() would need: a NewObject). And nothing runs per wrapper when it dies: the
+// binding calls sweep() after the JVM collected, which removes the entries whose weak
+// reference the collector cleared. The Java side (example.Wrapper's accessor, and a daemon
+// thread that sweeps once per collection):
 //   Wrapper child(int i) {
-//     Wrapper w = find(pointer, i);                              // the hit: one JNI call
+//     Wrapper w = find(pointer, i);            // the hit: one JNI call
 //     if (w != null) return w;
 //     long n = childPointer(pointer, i);
-//     Wrapper made = new Wrapper(n);
-//     WrapperCleanup cleanup = new WrapperCleanup(made, n);     // before it is cached
-//     w = publish(n, made, cleanup);
-//     if (w == made) cleanup.track();  // cached: publish() gave it its token; else garbage
-//     return w;
+//     return publish(n, new Wrapper(n));       // ours, or the one another thread cached first
 //   }
+//   // The sweeper: a weak reference to a fresh object is cleared by the next collection
+//   // (the next young one), which is when cleared wrappers can be found. The next canary is
+//   // made before sweeping, so a collection during the sweep is not missed.
+//   ReferenceQueue<Object> queue = new ReferenceQueue<>();
+//   WeakReference<Object> canary = new WeakReference<>(new Object(), queue);
+//   for (;;) { queue.remove(); canary = new WeakReference<>(new Object(), queue); sweep(); }
 // Example:
 //   #include <palrt/jni/identity_cache.hpp>
 //   struct node {  // the library's native objects
@@ -34,89 +37,77 @@
 //   };
 //   struct binding {  // the library's state, made in JNI_OnLoad and never destroyed
 //     static inline palrt::jni::identity_cache* cache;
-//     static inline jfieldID cleanup_weak;  // long WrapperCleanup.weak: the token's reference
 //   };
-//   extern "C" JNIEXPORT jint JNI_OnLoad(JavaVM* vm, void*) {
-//     JNIEnv* env = nullptr;
-//     if (vm->GetEnv(reinterpret_cast<void**>(&env), JNI_VERSION_1_8) != JNI_OK) return JNI_ERR;
-//     jclass c = env->FindClass("example/WrapperCleanup");
-//     if (!c || !(binding::cleanup_weak = env->GetFieldID(c, "weak", "J"))) return JNI_ERR;
-//     binding::cache = new palrt::jni::identity_cache(vm);
-//     // ... RegisterNatives(find, childPointer, publish, forget, settle)
+//   extern "C" JNIEXPORT jint JNI_OnLoad(JavaVM*, void*) {
+//     binding::cache = new palrt::jni::identity_cache;
+//     // ... RegisterNatives(find, childPointer, publish, sweep)
 //     return JNI_VERSION_1_8;
 //   }
 //   // Wrapper.find(parent, i): the live wrapper of a child, or null (Java makes one).
 //   jobject find(JNIEnv* env, jclass, jlong parent, jint i) {
 //     return binding::cache->find(env, reinterpret_cast<node*>(parent)->children[i]);
 //   }
-//   // Wrapper.publish(native, wrapper, cleanup): caches Java's new wrapper, or returns the
-//   // live one another thread cached meanwhile.
-//   jobject publish(JNIEnv* env, jclass, jlong native, jobject wrapper, jobject cleanup) {
-//     auto e = binding::cache->insert(env, reinterpret_cast<const void*>(native), wrapper);
-//     if (e.created)  // cached: the cleanup keeps the token, (native, weak); no call into Java
-//       env->SetLongField(cleanup, binding::cleanup_weak, reinterpret_cast<jlong>(e.weak));
-//     return e.wrapper;  // null: a Java exception is pending
+//   // Wrapper.publish(native, wrapper): caches Java's new wrapper, or returns the live one
+//   // another thread cached meanwhile. Null: a Java exception is pending.
+//   jobject publish(JNIEnv* env, jclass, jlong native, jobject wrapper) {
+//     return binding::cache->insert(env, reinterpret_cast<const void*>(native), wrapper).wrapper;
 //   }
-//   // The cleanup thread's natives: forget() for each cleanup it takes off its
-//   // ReferenceQueue (it holds the token, never the wrapper), settle() when the queue is empty.
-//   void forget(JNIEnv* env, jclass, jlong native, jlong weak) {
-//     binding::cache->forget(env, reinterpret_cast<const void*>(native), reinterpret_cast<jweak>(weak));
+//   // The sweeper thread's native, once per collection.
+//   jlong sweep(JNIEnv* env, jclass) {
+//     return static_cast<jlong>(binding::cache->sweep(env));
 //   }
-//   void settle(JNIEnv*, jclass) {
-//     binding::cache->settle();
-//   }
-// Make everything the wrapper needs before insert() (or in get()'s make()): once the wrapper
-// is cached, a failure (an OutOfMemoryError from allocating its cleanup) would leave it
-// cached with no cleanup. The weak field is written once, before track() links the cleanup
-// under the list's lock, which the cleanup thread takes to unlink it: that orders the write
-// before its read. A java.lang.ref.Cleaner works too (its action holding the token), but
-// costs 80 bytes of Java heap per wrapper against 56 for a PhantomReference subclass that is
-// the token, and its thread cannot settle(). get(env, native, make) is the miss path for a
-// binding whose wrappers are made in native code.
-// tools/hosts/jvm/ is that binding, with its suite and its benchmark; its cleanup thread
-// passes the tokens of up to 64 cleanups to one native call that forgets each.
+// tools/hosts/jvm/ is that binding, with its suite and its benchmark.
 //
-// Dying wrappers. The JVM clears a weak reference when its object becomes unreachable, and
-// the wrapper's cleanup runs later, on the cleaner's thread. In between, the entry is still
-// cached and its weak reference is cleared: NewLocalRef returns null. The cache's policy
-// refuses it (try_acquire is false), so get() makes a new wrapper and it replaces the dying
-// one in the entry; when the dying wrapper's cleanup runs, forget() finds the identity
-// mapped to another weak reference and leaves the entry alone (the token names the mapping,
-// not the identity), then deletes its own weak reference. So no lookup ever hands out a
-// wrapper the collector found unreachable, however late the cleaner runs.
+// Why a sweep and not a cleanup per wrapper (java.lang.ref.Cleaner, or a PhantomReference of
+// the binding's own that calls a native forget()): a cleanup is a Java object per wrapper (56
+// to 80 bytes, more than the 24 of a small wrapper), which the collector discovers, the JDK's
+// reference handler thread queues and a cleanup thread takes, one by one, before a native
+// call removes the entry: on a churning binding, more than the rest of a wrapper's life cost
+// (docs/BENCHMARKS.md, "The JVM host"). The JVM clears a weak global reference in place, as
+// part of the collection, and a sweep finds the cleared ones in a walk of the table (an
+// IsSameObject each), removing them in bulk and deleting their references after one grace
+// period for the whole sweep. HotSpot keeps its own weak tables (interned strings, resolved
+// method names) the same way: weak handles the collector clears, cleaned by a pass after it.
+// A binding whose wrappers own native resources still frees them in a Cleaner of its own;
+// the cache needs nothing from it.
 //
-// Deleting a weak reference. A lookup on another thread may have found the entry just
-// before forget() erased it and be calling NewLocalRef on its weak reference right now;
-// deleting the reference at once would let the JVM reuse its slot for another object,
-// which that lookup would then hand out as this native object's wrapper. So forget()
-// deletes it after a grace period (palrt::gc::retire: every read section open at the call
-// has closed), on whichever thread runs the due reclaims (a thread not attached to the JVM
-// is attached as a daemon for the call). gc::retire collects a thread's retirements in a
-// batch of its own (64): the cleanup thread calls settle() when it runs out of cleanups, so
-// that the last ones of a burst are deleted now and not when 64 more wrappers have died.
+// Dying wrappers. Between the collection that cleared a wrapper's weak reference and the
+// sweep after it, the entry is still cached and NewLocalRef returns null. The cache's policy
+// refuses it (try_acquire is false), so a lookup misses and insert() replaces the dying entry
+// with the new wrapper; the dying one's weak reference is deleted by the next sweep. So no
+// lookup ever hands out a wrapper the collector found unreachable, however late the sweep.
+//
+// Deleting a weak reference. A lookup on another thread may have found an entry just before
+// a sweep removed it, and be calling NewLocalRef on its weak reference right now; deleting
+// the reference at once would let the JVM reuse its slot for another object, which that
+// lookup would then hand out as this native object's wrapper. So sweep() deletes what it
+// removed (and what inserts replaced since the last sweep) only after a grace period: every
+// read section open when the removals were done has closed (one process-wide barrier per
+// sweep; longer while a lookup's thread is preempted inside its read section).
 //
 // The end of the runtime. close() is where the binding's JVM ends for it: before
-// DestroyJavaVM in a program that embeds the JVM (the JVM's daemon threads, the cleaner's
-// among them, may still be running native code then), or in JNI_OnUnload. After close():
-//   - get() and insert() raise IllegalStateException and return null; find() returns
-//     null. No lookup calls into the JVM any more: close() waited for those in progress.
-//   - forget() still works, and deletes at once (no lookup can be reading a weak reference).
-//   - every weak reference whose deletion palrt had queued has been deleted when close()
-//     returns (it drains them: the cleanup thread's last ones are queued by its settle()),
-//     so none is deleted after the JVM is gone.
-//   - the weak references of wrappers still alive stay cached: they belong to the JVM, which
-//     frees them when it ends, or their cleanup deletes them when it runs.
-// Nothing the cache holds is deleted twice: each weak reference is deleted by the one
-// forget() its wrapper's cleanup makes (or by get() or insert() if it never was cached).
-// Destroying the cache is allowed only when no thread can call it any more (its cleanups
+// DestroyJavaVM in a program that embeds the JVM (the JVM's daemon threads, the sweeper
+// among them, may still be running native code then), or in JNI_OnUnload. close() sweeps a
+// last time (the JVM is still there), then:
+//   - get() and insert() raise IllegalStateException and return null; find() returns null;
+//     sweep() does nothing and returns 0. No call touches the JVM any more: close() waited
+//     for the lookups and the sweep in progress.
+//   - every weak reference the cache removed has been deleted, once.
+//   - the weak references still cached (their wrappers alive, or collected since the last
+//     sweep) stay: they belong to the JVM, which frees them when it ends.
+// Nothing the cache holds is deleted twice: each weak reference is deleted by the one sweep
+// (or close()) after its entry was removed, or by get() or insert() if it never was cached.
+// Destroying the cache is allowed only when no thread can call it any more (its sweeper
 // included); a binding made in JNI_OnLoad keeps it until the process exits.
 //
 // Costs (docs/BENCHMARKS.md, "JVM host"): a hit is a JNI transition (the native call itself),
-// a read section, the probe and a NewLocalRef; a miss through insert() adds the wrapper and
-// its cleanup allocated in Java, a second JNI transition, the probe again, a NewWeakGlobalRef
-// and the insert (get()'s make() would add its upcalls instead: each NewObject from native
-// code costs several times the allocation in Java); a wrapper's end costs an erase and a
-// retire, and its share of its cleanup's JNI call (one call may forget a batch).
+// a read section, the probe and a NewLocalRef; a miss through insert() adds the wrapper
+// allocated in Java, a second JNI transition, the probe under the bucket's lock, a
+// NewWeakGlobalRef and the insert (get()'s make() would add its upcall instead: a NewObject
+// from native code costs several times the allocation in Java); a wrapper's end costs its
+// share of a sweep: an IsSameObject, a slot written, a DeleteWeakGlobalRef, and of one barrier.
+// A sweep walks every entry, live ones included (an IsSameObject each): a binding with many
+// long-lived wrappers and frequent young collections may sweep every few collections instead.
 //
 // Thread safety: every member from any thread attached to the JVM, concurrently.
 #pragma once
@@ -130,33 +121,26 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
-#include <memory>
+#include <mutex>
 #include <new>
 #include <span>
 #include <stdexcept>
 #include <utility>
+#include <vector>
 
-#include "palrt/gc/read_section.hpp"
-#include "palrt/gc/retire.hpp"
 #include "palrt/interop/host_identity_cache.hpp"
 
 namespace palrt::jni {
 
 class identity_cache {
  public:
-  // What get() returns.
+  // What get() and insert() return.
   struct entry {
     jobject wrapper = nullptr;  // a new local reference; null: a Java exception is pending
-    jweak weak = nullptr;       // the cache's weak global reference to the wrapper: with the
-                                // native pointer, the token its cleanup passes to forget()
-    bool created = false;       // true: make() made it now and it is cached; the binding
-                                // registers its cleanup with (native, weak)
+    bool created = false;       // true: the one make() made (or insert() was given) is cached
   };
 
-  explicit identity_cache(JavaVM* vm, interop::host_cache_options options = {})
-      : cache_(weak_reference_policy{}, options) {
-    the_vm().store(vm, std::memory_order_release);
-  }
+  explicit identity_cache(interop::host_cache_options options = {}) : cache_(weak_reference_policy{}, options) {}
   identity_cache(const identity_cache&) = delete;
   identity_cache& operator=(const identity_cache&) = delete;
 
@@ -171,10 +155,9 @@ class identity_cache {
   [[nodiscard]] entry get(JNIEnv* env, const void* native, Make&& make) noexcept;
 
   // Caches a wrapper the binding made itself (in Java, after find() missed: cheaper than
-  // make() through JNI upcalls), unless a live one is cached meanwhile, which is returned
+  // make() through a JNI upcall), unless a live one is cached meanwhile, which is returned
   // (created false) and `wrapper` is not cached. created true: `wrapper` is cached, returned
-  // as a new local reference. Make everything the wrapper needs (its cleanup) before the call,
-  // as get()'s make() does. Failures as get()'s, and NullPointerException for a null wrapper.
+  // as a new local reference. Failures as get()'s, and NullPointerException for a null wrapper.
   [[nodiscard]] entry insert(JNIEnv* env, const void* native, jobject wrapper) noexcept {
     if (!wrapper) {
       throw_java(env, "java/lang/NullPointerException", "palrt::jni::identity_cache::insert: null wrapper");
@@ -191,80 +174,22 @@ class identity_cache {
     return cache_.try_get(&c, native) ? c.acquired : nullptr;
   }
 
-  // From the cleanup of a wrapper get() created: removes the entry if it still maps
-  // `native` to `weak`, and deletes `weak` (after a grace period; at once after close()).
-  // Exactly once per created wrapper.
-  void forget(JNIEnv* env, const void* native, jweak weak) noexcept {
-    cache_.erase(interop::host_token(native, weak));  // false: a newer wrapper replaced it
-    bool retired = false;
-    {
-      gc::read_section section;  // close() waits for it: a retire below is one it drains
-      if (!quiesced_.load(std::memory_order_acquire)) {
-        try {
-          gc::retire(weak, &delete_weak_reference);
-          retired = true;
-        } catch (const std::bad_alloc&) {
-          // Not retired: wait for the lookups that may hold it instead (below, outside the
-          // section), then delete it here.
-        }
-      }
-    }
-    if (retired) return;
-    if (!quiesced_.load(std::memory_order_acquire)) cache_.synchronize();
-    env->DeleteWeakGlobalRef(weak);
-    counts().deleted.fetch_add(1, std::memory_order_relaxed);
-  }
-
-  // A cleanup's token: what forget() takes.
-  struct token {
-    const void* native;
-    jweak weak;
-  };
-  // forget() of each token, for a cleanup thread that takes several cleanups at once: the
-  // same effect for a fraction of the cost. The weak references are retired together, up to
-  // 64 in one retirement whose reclaim deletes them all, so that a burst of cleanups costs
-  // one retirement and a share of a grace period per 64 wrappers, not per wrapper.
-  void forget(JNIEnv* env, std::span<const token> tokens) noexcept {
-    while (!tokens.empty()) {
-      const std::size_t n = std::min(tokens.size(), weak_batch::capacity);
-      forget_batch(env, tokens.first(n));
-      tokens = tokens.subspan(n);
-    }
-  }
-
-  // On the thread that calls forget(), when it has no more cleanups to run: deletes the weak
-  // references its forget() calls retired (its partial batch), once a grace period has
-  // passed, and whatever else is due. Waits for that grace period (microseconds; longer
-  // while a lookup's thread is preempted inside its read section).
-  void settle() noexcept {
-    while (!gc::drain_retired()) {
-    }
-  }
+  // Removes the entries whose wrapper the collector cleared, and deletes their weak
+  // references and those of the dying entries insert() replaced since the last sweep, after a
+  // grace period (which it waits for: one barrier, microseconds). Returns how many entries it
+  // removed. Call it after the JVM collected (see the top of this file); any thread, any
+  // time, concurrently with everything (sweeps take turns). After close(): nothing, 0. On an
+  // allocation failure it removes what it can and leaves the rest for the next sweep.
+  std::size_t sweep(JNIEnv* env) noexcept;
 
   // The end of the runtime (see the top of this file). Idempotent.
-  void close(JNIEnv* env) noexcept {
-    try {
-      cache_.close();  // returns once no lookup is in progress: none will touch a weak reference
-      quiesced_.store(true, std::memory_order_release);
-      // The forget() calls that read quiesced_ false (in a read section) have retired their
-      // reference once this returns; a later one sees it true and deletes at once.
-      cache_.synchronize();
-    } catch (const std::logic_error& e) {  // inside a read section: a binding's bug
-      throw_java(env, "java/lang/IllegalStateException", e.what());
-      return;
-    }
-    // What was queued: a reclaim does not block (DeleteWeakGlobalRef), so this ends.
-    while (!gc::drain_retired()) {
-    }
-  }
+  void close(JNIEnv* env) noexcept;
   bool closed() const noexcept { return cache_.closed(); }
 
   interop::host_cache_counters counters() const { return cache_.counters(); }
-  // Weak global references made and deleted by every identity_cache of this library (the
-  // deletions run on whichever thread reclaims them, which knows no cache): equal when none
-  // is held.
-  static std::uint64_t weak_refs_created() noexcept { return counts().created.load(std::memory_order_relaxed); }
-  static std::uint64_t weak_refs_deleted() noexcept { return counts().deleted.load(std::memory_order_relaxed); }
+  // Weak global references this cache made and deleted: equal when it holds none.
+  std::uint64_t weak_refs_created() const noexcept { return created_.load(std::memory_order_relaxed); }
+  std::uint64_t weak_refs_deleted() const noexcept { return deleted_.load(std::memory_order_relaxed); }
 
  private:
   // One call's context: the calling thread's JNIEnv (a JNIEnv belongs to its thread), and the
@@ -285,114 +210,57 @@ class identity_cache {
       return true;
     }
     // Only ever the weak reference get() made for a wrapper that was not cached (it lost a
-    // race, or the insert failed): never published, so no lookup can hold it.
-    void release(call* c, void* weak) const noexcept {
-      c->env->DeleteWeakGlobalRef(static_cast<jweak>(weak));
-      counts().deleted.fetch_add(1, std::memory_order_relaxed);
-    }
-  };
-  struct reference_counts {
-    std::atomic<std::uint64_t> created{0};
-    std::atomic<std::uint64_t> deleted{0};
+    // race, or the insert failed): never published, so no lookup can hold it. get() counts it.
+    void release(call* c, void* weak) const noexcept { c->env->DeleteWeakGlobalRef(static_cast<jweak>(weak)); }
   };
   // Thrown through get_or_create() when make() or NewWeakGlobalRef left an exception pending.
   struct java_exception_pending {};
 
-  static reference_counts& counts() noexcept {
-    static reference_counts c;
-    return c;
-  }
-  static std::atomic<JavaVM*>& the_vm() noexcept {
-    static std::atomic<JavaVM*> vm{nullptr};  // a process has one JVM (HotSpot's limit)
-    return vm;
-  }
   static void throw_java(JNIEnv* env, const char* class_name, const char* message) noexcept {
     if (env->ExceptionCheck()) return;  // one pending already
     if (jclass c = env->FindClass(class_name)) env->ThrowNew(c, message);  // else: one pending
   }
-  // Weak references retired together (forget(tokens)).
-  struct weak_batch {
-    static constexpr std::size_t capacity = 64;
-    std::size_t count = 0;
-    jweak refs[capacity];
-  };
-
-  void forget_batch(JNIEnv* env, std::span<const token> tokens) noexcept {
-    if (tokens.size() == 1) return forget(env, tokens[0].native, tokens[0].weak);  // no batch to allocate
-    for (const token& t : tokens) cache_.erase(interop::host_token(t.native, t.weak));
-    std::unique_ptr<weak_batch> batch(new (std::nothrow) weak_batch);
-    if (batch) {
-      for (const token& t : tokens) batch->refs[batch->count++] = t.weak;
-      gc::read_section section;  // as forget()'s: close() waits for it
-      if (!quiesced_.load(std::memory_order_acquire)) {
-        try {
-          gc::retire(batch.get(), &delete_weak_batch);
-          batch.release();  // the reclaim frees it
-          return;
-        } catch (const std::bad_alloc&) {
-        }
-      }
-    }
-    // No memory for the batch or its retirement (or closed): as forget()'s fallback.
-    if (!quiesced_.load(std::memory_order_acquire)) cache_.synchronize();
-    for (const token& t : tokens) env->DeleteWeakGlobalRef(t.weak);
-    counts().deleted.fetch_add(tokens.size(), std::memory_order_relaxed);
-  }
-
-  // gc::retire's reclaims, on whichever thread runs them.
-  static void delete_weak_reference(void* weak) noexcept {
-    jweak one = static_cast<jweak>(weak);
-    delete_weak_references(&one, 1);
-  }
-  static void delete_weak_batch(void* batch) noexcept {
-    std::unique_ptr<weak_batch> b(static_cast<weak_batch*>(batch));
-    delete_weak_references(b->refs, b->count);
-  }
-  static void delete_weak_references(const jweak* refs, std::size_t count) noexcept {
-    JavaVM* vm = the_vm().load(std::memory_order_acquire);
-    JNIEnv* env = nullptr;
-    const jint got = vm->GetEnv(reinterpret_cast<void**>(&env), JNI_VERSION_1_8);
-    bool attached = false;
-    if (got == JNI_EDETACHED) {
-      // A thread the JVM does not know (a native thread that retires for its own reasons).
-      if (vm->AttachCurrentThreadAsDaemon(reinterpret_cast<void**>(&env), nullptr) != JNI_OK) {
-        env = nullptr;  // cannot reach the JVM: it is ending, and it frees its references
-      } else {
-        attached = true;
-      }
-    } else if (got != JNI_OK) {
-      env = nullptr;
-    }
-    if (env) {
-      for (std::size_t k = 0; k < count; ++k) env->DeleteWeakGlobalRef(refs[k]);
-      counts().deleted.fetch_add(count, std::memory_order_relaxed);
-    }
-    if (attached) vm->DetachCurrentThread();
+  // A dying entry's weak reference that an insert replaced: deleted by the next sweep.
+  void replaced(JNIEnv* env, jweak weak) noexcept;
+  void delete_references(JNIEnv* env, std::span<const jweak> refs) noexcept {
+    for (jweak w : refs) env->DeleteWeakGlobalRef(w);
+    deleted_.fetch_add(refs.size(), std::memory_order_relaxed);
   }
 
   interop::host_identity_cache<weak_reference_policy> cache_;
-  // Set by close() once no lookup can hold a weak reference any more (release/acquire: what
-  // close() waited for happens before a forget() that reads it true deletes at once). Read
-  // inside a read section: close() then waits for the forget() calls that read it false.
-  std::atomic<bool> quiesced_{false};
+  std::atomic<std::uint64_t> created_{0};
+  std::atomic<std::uint64_t> deleted_{0};
+  // Held by a sweep from start to end and by close(): sweeps take turns, and close() waits for
+  // the one in progress, so that none deletes a reference after close() returned.
+  std::mutex sweep_lock_;
+  // Weak references removed from the table and not deleted yet (a grace period must pass):
+  // those inserts replaced, until the next sweep takes them. A leaf lock.
+  std::mutex pending_lock_;
+  std::vector<jweak> pending_;  // guarded by pending_lock_
+  bool quiesced_ = false;       // guarded by sweep_lock_: close() ran; sweep() does nothing
 };
 
 template <class Make>
 identity_cache::entry identity_cache::get(JNIEnv* env, const void* native, Make&& make) noexcept {
   call c{env};
   jobject made = nullptr;
+  jweak weak = nullptr;
   try {
     interop::host_entry e = cache_.get_or_create(&c, native, [&](const void*) -> void* {
       made = make(env, native);
       if (!made) throw java_exception_pending{};
-      jweak weak = env->NewWeakGlobalRef(made);
+      weak = env->NewWeakGlobalRef(made);
       if (!weak) throw java_exception_pending{};  // OutOfMemoryError
-      counts().created.fetch_add(1, std::memory_order_relaxed);
+      created_.fetch_add(1, std::memory_order_relaxed);
       return weak;
     });
-    if (e.inserted) return {made, static_cast<jweak>(e.wrapper), true};
+    if (e.inserted) {
+      if (e.replaced) replaced(env, static_cast<jweak>(e.replaced));
+      return {made, true};
+    }
+    if (weak) deleted_.fetch_add(1, std::memory_order_relaxed);  // the policy's release() deleted it
     if (made) env->DeleteLocalRef(made);  // lost a race: the winner, acquired, is returned
-    return {c.acquired, static_cast<jweak>(e.wrapper), false};
+    return {c.acquired, false};
   } catch (const java_exception_pending&) {
   } catch (const interop::host_cache_closed& e) {
     throw_java(env, "java/lang/IllegalStateException", e.what());
@@ -405,8 +273,98 @@ identity_cache::entry identity_cache::get(JNIEnv* env, const void* native, Make&
   } catch (...) {
     throw_java(env, "java/lang/RuntimeException", "palrt::jni::identity_cache::get: make() threw");
   }
+  if (weak) deleted_.fetch_add(1, std::memory_order_relaxed);  // the policy's release() deleted it
   if (made) env->DeleteLocalRef(made);
   return {};
+}
+
+inline void identity_cache::replaced(JNIEnv* env, jweak weak) noexcept {
+  {
+    std::lock_guard<std::mutex> lock(pending_lock_);
+    try {
+      pending_.push_back(weak);
+      return;
+    } catch (const std::bad_alloc&) {
+    }
+  }
+  // No memory to keep it for the sweep: wait for the lookups that may hold it, then delete it
+  // here (not inside a read section: get_or_create() has returned).
+  cache_.synchronize();
+  delete_references(env, {&weak, 1});
+}
+
+inline std::size_t identity_cache::sweep(JNIEnv* env) noexcept {
+  std::lock_guard<std::mutex> turn(sweep_lock_);
+  if (quiesced_) return 0;
+  std::vector<jweak> dead;
+  std::size_t removed = 0;
+  try {
+    removed = cache_.sweep_concurrently([&](std::span<void* const> weaks, std::span<bool> alive) {
+      dead.reserve(dead.size() + weaks.size());  // may throw: then this batch stays as it was
+      for (std::size_t i = 0; i < weaks.size(); ++i) {
+        alive[i] = !env->IsSameObject(static_cast<jweak>(weaks[i]), nullptr);
+        if (!alive[i]) dead.push_back(static_cast<jweak>(weaks[i]));
+      }
+    });
+  } catch (const std::bad_alloc&) {
+    removed = dead.size();  // the batches removed before the failure: deleted below
+  } catch (const std::exception& e) {  // nothing a JVM process meets (a fork()ed child's error)
+    throw_java(env, "java/lang/IllegalStateException", e.what());
+    return 0;
+  }
+  {
+    std::lock_guard<std::mutex> lock(pending_lock_);
+    if (dead.empty()) {
+      dead.swap(pending_);
+    } else {
+      try {
+        dead.insert(dead.end(), pending_.begin(), pending_.end());
+        pending_.clear();
+      } catch (const std::bad_alloc&) {  // the replaced ones wait for the next sweep
+      }
+    }
+  }
+  if (dead.empty()) return removed;
+  // Every reference in `dead` was unlinked before this: once no read section open now is
+  // still open, no lookup holds one.
+  try {
+    cache_.synchronize();
+  } catch (const std::logic_error& e) {
+    // Called inside a read section (a binding's bug): it would wait for itself. Deleting now
+    // is unsafe; the references wait for the next sweep (or stay the JVM's, with no memory).
+    std::lock_guard<std::mutex> lock(pending_lock_);
+    try {
+      pending_.insert(pending_.end(), dead.begin(), dead.end());
+    } catch (const std::bad_alloc&) {
+    }
+    throw_java(env, "java/lang/IllegalStateException", e.what());
+    return removed;
+  }
+  delete_references(env, dead);
+  return removed;
+}
+
+inline void identity_cache::close(JNIEnv* env) noexcept {
+  sweep(env);  // the last one with the JVM there
+  std::lock_guard<std::mutex> turn(sweep_lock_);
+  if (quiesced_) return;
+  try {
+    cache_.close();  // returns once no lookup or insert is in progress
+  } catch (const std::logic_error& e) {  // inside a read section: a binding's bug
+    throw_java(env, "java/lang/IllegalStateException", e.what());
+    return;
+  }
+  quiesced_ = true;
+  // What inserts replaced since the sweep above (none can replace any more): its own grace
+  // period, as a sweep's.
+  std::vector<jweak> dead;
+  {
+    std::lock_guard<std::mutex> lock(pending_lock_);
+    dead.swap(pending_);
+  }
+  if (dead.empty()) return;
+  cache_.synchronize();
+  delete_references(env, dead);
 }
 
 }  // namespace palrt::jni

@@ -3,7 +3,7 @@ package palrt.jvmhost;
 
 /**
  * The suite's access to the binding's internals (package-private: nothing a user of
- * WrapperCache needs): the two gates that hold one call back (hold_gate.hpp), the cleanup
+ * WrapperCache needs): the two gates that hold one call back (hold_gate.hpp), the sweeper
  * thread's progress, and the cache's counters.
  */
 final class HostProbe {
@@ -14,16 +14,17 @@ final class HostProbe {
   private HostProbe() {}
 
   /**
-   * Arms the forget gate: the next forget() of {@code pointer} waits on the cleanup thread,
-   * before it touches the cache, until {@link #releaseForget()}. One call, one pointer.
+   * Arms the sweep gate: the next sweep() (on the sweeper thread, or sweepNow()) waits before
+   * it touches the cache until {@link #releaseSweep()}: the window between a collection and
+   * its sweep, held open.
    */
-  static native void holdForget(long pointer);
+  static native void holdSweep();
 
-  /** Waits up to {@code timeoutMillis} for the held forget() to arrive: true once it waits. */
-  static native boolean awaitForgetHeld(long timeoutMillis);
+  /** Waits up to {@code timeoutMillis} for the held sweep() to arrive: true once it waits. */
+  static native boolean awaitSweepHeld(long timeoutMillis);
 
-  /** Lets the held forget() go on (or disarms the gate if none arrived). */
-  static native void releaseForget();
+  /** Lets the held sweep() go on (or disarms the gate if none arrived). */
+  static native void releaseSweep();
 
   /**
    * Arms the make gate: the next at() that makes a wrapper for {@code pointer} waits in its
@@ -50,13 +51,28 @@ final class HostProbe {
   /** Entries whose dying wrapper (weak reference cleared) a new wrapper replaced. */
   static native long deadReplaced();
 
-  /** Cleanups of cached wrappers the cleanup thread ran and settled so far. */
-  static long cleanupsSettled() {
-    return WrapperCleanup.settled();
+  /** Entries the sweeper thread's sweeps removed so far. */
+  static long sweptByThread() {
+    return WrapperSweeper.removed();
   }
 
-  /** Waits up to {@code timeoutMillis} for {@code count} cleanups to have run and settled. */
-  static boolean awaitSettled(long count, long timeoutMillis) throws InterruptedException {
-    return WrapperCleanup.awaitSettled(count, timeoutMillis);
+  /** Sweeps the sweeper thread ran so far. */
+  static long sweepsByThread() {
+    return WrapperSweeper.sweeps();
+  }
+
+  /** WrapperSweeper.awaitRemoved. */
+  static boolean awaitRemoved(long count, long timeoutMillis) throws InterruptedException {
+    return WrapperSweeper.awaitRemoved(count, timeoutMillis);
+  }
+
+  /** WrapperSweeper.awaitSweepsPast. */
+  static boolean awaitSweepsPast(long count, long timeoutMillis) throws InterruptedException {
+    return WrapperSweeper.awaitSweepsPast(count, timeoutMillis);
+  }
+
+  /** A sweep on the calling thread (WrapperSweeper.sweep): entries removed. */
+  static long sweepNow() {
+    return WrapperSweeper.sweep();
   }
 }

@@ -8,8 +8,8 @@ package palrt.jvmhost;
  * objects.
  *
  * <p>Only the binding makes wrappers (WrapperCache.at(), when no live one is cached), and a
- * wrapper carries no cleanup state: its {@link WrapperCleanup} holds the token the cache
- * needs, so that nothing reachable from the cleanup keeps the wrapper alive.
+ * wrapper carries nothing for the cache: the cache holds it weakly, and {@link WrapperSweeper}
+ * removes its entry after the collector cleared it.
  */
 public final class Wrapper {
   /** The native object's address (NativeObjects.pointerAt). */

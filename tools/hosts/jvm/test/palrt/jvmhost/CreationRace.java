@@ -5,12 +5,12 @@ import java.lang.ref.Reference;
 import java.util.concurrent.atomic.AtomicReference;
 
 /**
- * A creation race, held open: a thread's at() misses and makes a wrapper and its cleanup, and
- * the make gate (HostProbe.holdMake) holds it in publish(), made but not cached; meanwhile
- * this thread's at() of the same native makes and caches its own. Released, the first thread
- * must lose: publish() finds this thread's wrapper live and returns it, and caches nothing
- * (no weak reference made for the loser); its wrapper and its cleanup, never tracked, are
- * garbage, so it forgets nothing. Then the one cached wrapper is collected and cleaned once.
+ * A creation race, held open: a thread's at() misses and makes a wrapper, and the make gate
+ * (HostProbe.holdMake) holds it in publish(), made but not cached; meanwhile this thread's
+ * at() of the same native makes and caches its own. Released, the first thread must lose:
+ * publish() finds this thread's wrapper live and returns it, and caches nothing (no weak
+ * reference made for the loser); its wrapper is garbage. Then the one cached wrapper is
+ * collected and its entry swept once.
  * (IdentityUnderThreads meets such races by chance, some of them inside the identity cache's
  * insert, a few per run on 2 CPUs; here it happens every time.)
  */
@@ -61,12 +61,12 @@ final class CreationRace {
     Check.noWrappersLeft("race: at the start");
     final long handle = NativeObjects.create(1);
     final long pointer = NativeObjects.pointerAt(handle, 0);
-    final long settled0 = HostProbe.cleanupsSettled();
+    final long removed0 = HostProbe.sweptByThread();
     race(handle, pointer);
-    GcDriver.untilSettled(settled0 + 1, "race: the winner");
-    Check.equal(1, HostProbe.cleanupsSettled() - settled0, "race: cleanups run (2: the loser's untracked one forgot too)");
+    GcDriver.untilRemoved(removed0 + 1, "race: the winner");
+    Check.equal(1, HostProbe.sweptByThread() - removed0, "race: entries swept (the winner's)");
     Check.noWrappersLeft("race: the winner collected and cleaned");
     NativeObjects.destroy(handle);
-    System.out.println("race: the held publish() lost to a wrapper cached meanwhile and returned it; one cleanup ran");
+    System.out.println("race: the held publish() lost to a wrapper cached meanwhile and returned it; one entry swept");
   }
 }

@@ -2,9 +2,9 @@
 package palrt.jvmhost;
 
 /**
- * Drives the collector until the binding's cleanup thread reached a point: each loop is a
+ * Drives the collector until the binding's sweeper thread reached a point: each loop is a
  * System.gc(), some garbage (so that young collections run too, under collectors that treat
- * System.gc() as a hint), and a bounded wait on the event the cleanup thread signals. Never a
+ * System.gc() as a hint), and a bounded wait on the event the sweeper thread signals. Never a
  * sleep to order events; the deadline is only the failure of a wait that should have ended,
  * and generous (30 s, times PALRT_TEST_SCALE) for a busy 2-CPU machine.
  */
@@ -26,29 +26,54 @@ final class GcDriver {
   }
 
   /**
-   * Collects until the cleanup thread has run and settled {@code target} cleanups in all
-   * (HostProbe.cleanupsSettled()); fails, saying how many never ran, after the timeout.
+   * Collects until the sweeper thread's sweeps removed {@code target} entries in all
+   * (HostProbe.sweptByThread()); fails, saying how many were never removed, after the timeout.
    */
-  static void untilSettled(long target, String what) throws InterruptedException {
+  static void untilRemoved(long target, String what) throws InterruptedException {
     final long deadline = System.nanoTime() + TIMEOUT_MILLIS * 1_000_000L;
-    while (!HostProbe.awaitSettled(target, SLICE_MILLIS)) {
+    while (!HostProbe.awaitRemoved(target, SLICE_MILLIS)) {
       if (System.nanoTime() - deadline > 0) {
-        throw new AssertionError(what + ": " + (target - HostProbe.cleanupsSettled())
-            + " wrappers' cleanups never ran after " + TIMEOUT_MILLIS / 1000
-            + " s of collections (lost: their entries and weak references are never removed)");
+        throw new AssertionError(what + ": " + (target - HostProbe.sweptByThread())
+            + " collected wrappers' entries never removed after " + TIMEOUT_MILLIS / 1000
+            + " s of collections (lost: their entries and weak references stay)");
       }
       System.gc();
       pressure();
     }
   }
 
-  /** Collects until the forget() held by the gate (HostProbe.holdForget) arrived at it. */
-  static void untilForgetHeld(String what) {
+  /** Collects until the sweep held by the gate (HostProbe.holdSweep) arrived at it. */
+  static void untilSweepHeld(String what) {
     final long deadline = System.nanoTime() + TIMEOUT_MILLIS * 1_000_000L;
-    while (!HostProbe.awaitForgetHeld(SLICE_MILLIS)) {
+    while (!HostProbe.awaitSweepHeld(SLICE_MILLIS)) {
       if (System.nanoTime() - deadline > 0) {
-        throw new AssertionError(what + ": the held wrapper's cleanup never ran after "
-            + TIMEOUT_MILLIS / 1000 + " s of collections");
+        throw new AssertionError(what + ": no sweep ran after " + TIMEOUT_MILLIS / 1000 + " s of collections");
+      }
+      System.gc();
+      pressure();
+    }
+  }
+
+  /** Collects until the sweeper thread ran a sweep after this call began. */
+  static void untilSweptAgain(String what) throws InterruptedException {
+    final long before = HostProbe.sweepsByThread();
+    final long deadline = System.nanoTime() + TIMEOUT_MILLIS * 1_000_000L;
+    while (!HostProbe.awaitSweepsPast(before, SLICE_MILLIS)) {
+      if (System.nanoTime() - deadline > 0) {
+        throw new AssertionError(what + ": no sweep ran after " + TIMEOUT_MILLIS / 1000 + " s of collections");
+      }
+      System.gc();
+      pressure();
+    }
+  }
+
+  /** Collects until {@code probe} (a WeakReference to a wrapper nothing else holds) is cleared. */
+  static void untilCleared(java.lang.ref.WeakReference<?> probe, String what) {
+    final long deadline = System.nanoTime() + TIMEOUT_MILLIS * 1_000_000L;
+    while (!probe.refersTo(null)) {
+      if (System.nanoTime() - deadline > 0) {
+        throw new AssertionError(what + ": the dropped wrapper was not collected after " + TIMEOUT_MILLIS / 1000
+            + " s of collections (something keeps it reachable)");
       }
       System.gc();
       pressure();

@@ -22,11 +22,11 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
  * lives is a duplicate (whichever of the two asks came first, the other wrapper was alive at
  * it). Between rounds the array is dropped and the collector runs (System.gc(), and the
  * threads' own garbage makes young collections run inside rounds): the last round's wrappers
- * die while the next round asks for the same natives, so their cleanups race with lookups
- * that find their weak references cleared and make new wrappers.
+ * die while the next round asks for the same natives, so the sweeps race with lookups that
+ * find weak references cleared and make new wrappers, which replace the dying entries.
  *
- * <p>At the end every wrapper is dropped, and the cleanups of exactly the wrappers that were
- * cached must have run, once each, leaving no entry and no weak reference.
+ * <p>At the end every wrapper is dropped, and each wrapper that was cached must have left the
+ * cache exactly once, swept or replaced while dying, leaving no entry and no weak reference.
  */
 final class IdentityUnderThreads {
   private static final int THREADS = 8;
@@ -119,7 +119,7 @@ final class IdentityUnderThreads {
     final long created0 = HostProbe.weakRefsCreated();
     final long racesLost0 = HostProbe.racesLost();
     final long deadReplaced0 = HostProbe.deadReplaced();
-    final long settled0 = HostProbe.cleanupsSettled();
+    final long removed0 = HostProbe.sweptByThread();
     IdentityUnderThreads test = new IdentityUnderThreads(handle);
     Thread[] threads = new Thread[THREADS];
     for (int t = 0; t < THREADS; ++t) {
@@ -153,12 +153,14 @@ final class IdentityUnderThreads {
     Check.that(test.roundsDone >= 2, "identity: fewer than 2 rounds in the time budget (" + counts + ")");
 
     test = null; // every wrapper unreachable now: the threads ended, the round's array goes
-    GcDriver.untilSettled(settled0 + cached, "identity: after the last round");
-    long cleaned = HostProbe.cleanupsSettled() - settled0;
-    Check.equal(cached, cleaned, "identity: cleanups run (more: a wrapper cleaned twice)");
-    Check.noWrappersLeft("identity: every wrapper collected and cleaned");
+    // Each cached wrapper leaves the cache once: replaced while dying, or swept.
+    GcDriver.untilRemoved(removed0 + cached - deadReplaced, "identity: after the last round");
+    final long swept = HostProbe.sweptByThread() - removed0;
+    Check.equal(cached - deadReplaced, swept,
+        "identity: entries swept (more: a wrapper removed twice; " + deadReplaced + " replaced while dying)");
+    Check.noWrappersLeft("identity: every wrapper collected and swept");
     NativeObjects.destroy(handle);
-    System.out.println("identity: all " + cached
-        + " cached wrappers cleaned once; 0 entries and 0 weak references left");
+    System.out.println("identity: all " + cached + " cached wrappers removed once (" + swept + " swept, "
+        + deadReplaced + " replaced while dying); 0 entries and 0 weak references left");
   }
 }

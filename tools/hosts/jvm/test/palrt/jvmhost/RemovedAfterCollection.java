@@ -8,9 +8,9 @@ import java.util.Set;
 
 /**
  * Wrappers are removed from the cache after the collector found them unreachable: hold
- * 20,000 wrappers, drop them all, collect until their cleanups ran, and the cache must be
- * back to no entry and no JNI weak reference (none leaked, none deleted twice); a native whose
- * wrapper was collected gets a new one.
+ * 20,000 wrappers, drop them all, collect until the sweeper thread removed their entries, and
+ * the cache must be back to no entry and no JNI weak reference (none leaked, none deleted
+ * twice); a native whose wrapper was collected gets a new one.
  */
 final class RemovedAfterCollection {
   private static final int NATIVES = 20_000;
@@ -39,12 +39,12 @@ final class RemovedAfterCollection {
     final long handle = NativeObjects.create(NATIVES);
     final long created0 = HostProbe.weakRefsCreated();
     final long deleted0 = HostProbe.weakRefsDeleted();
-    final long settled0 = HostProbe.cleanupsSettled();
+    final long removed0 = HostProbe.sweptByThread();
 
     holdAndDrop(handle);
     Check.equal(NATIVES, HostProbe.weakRefsCreated() - created0, "collection: weak references made");
-    GcDriver.untilSettled(settled0 + NATIVES, "collection: after dropping " + NATIVES + " wrappers");
-    Check.equal(NATIVES, HostProbe.cleanupsSettled() - settled0, "collection: cleanups run (more: one ran twice)");
+    GcDriver.untilRemoved(removed0 + NATIVES, "collection: after dropping " + NATIVES + " wrappers");
+    Check.equal(NATIVES, HostProbe.sweptByThread() - removed0, "collection: entries swept (more: one swept twice)");
     Check.equal(NATIVES, HostProbe.weakRefsDeleted() - deleted0, "collection: weak references deleted");
     Check.noWrappersLeft("collection: every wrapper collected and cleaned");
 
@@ -56,10 +56,10 @@ final class RemovedAfterCollection {
     Check.that(WrapperCache.at(handle, 0).pointer == NativeObjects.pointerAt(handle, 0),
         "collection: a new wrapper wraps its native");
     Check.equal(1, HostProbe.weakRefsCreated() - createdBefore, "collection: a new wrapper made for a collected one");
-    GcDriver.untilSettled(settled0 + NATIVES + 1, "collection: the new wrapper");
+    GcDriver.untilRemoved(removed0 + NATIVES + 1, "collection: the new wrapper");
     Check.noWrappersLeft("collection: the new wrapper collected and cleaned");
     NativeObjects.destroy(handle);
     System.out.println("collection: " + NATIVES + " wrappers collected: " + NATIVES
-        + " cleanups, 0 entries and 0 weak references left; a collected wrapper's native got a new one");
+        + " entries swept, 0 entries and 0 weak references left; a collected wrapper's native got a new one");
   }
 }

@@ -2,18 +2,19 @@
 package palrt.jvmhost;
 
 import java.lang.ref.Reference;
+import java.lang.ref.WeakReference;
 
 /**
  * The end of the cache (WrapperCache.close(), palrt::jni::identity_cache::close()): the last
  * case of a run, since close() is for good.
  * <ul>
- *   <li>close() returns while a cleanup is held inside forget()'s gate (it waits for lookups,
- *       not for cleanups);
- *   <li>afterwards at() throws IllegalStateException, for a live wrapper's native and for a
+ *   <li>with a dying wrapper (collected, its sweep held by the gate), close() sweeps a last time
+ *       on its own thread: the dying entry is removed and its weak reference deleted;
+ *   <li>afterwards at() throws IllegalStateException, for a live wrapper's native and for the
  *       dying one's, and of() finds nothing;
- *   <li>the cleanups that run after close() still work: the held one, released, and those of
- *       the wrappers alive at close(), once dropped; each deletes its weak reference at once,
- *       once: liveWeakRefs() ends at 0 and the deletions equal the creations;
+ *   <li>the held sweep, released, and the sweeps after later collections do nothing: the
+ *       wrappers alive at close() keep their entries and weak references (the JVM's), none is
+ *       deleted after close(), none twice;
  *   <li>close() again does nothing.
  * </ul>
  */
@@ -34,47 +35,47 @@ final class ShutdownContract {
   static void run() throws InterruptedException {
     Check.noWrappersLeft("shutdown: at the start");
     final long handle = NativeObjects.create(NATIVES);
-    final long dying = NativeObjects.pointerAt(handle, NATIVES - 1);
     final long created0 = HostProbe.weakRefsCreated();
     final long deleted0 = HostProbe.weakRefsDeleted();
-    final long settled0 = HostProbe.cleanupsSettled();
-
+    final long removed0 = HostProbe.sweptByThread();
     Wrapper[] held = wrapAll(handle);
-    HostProbe.holdForget(dying);
-    held[NATIVES - 1] = null;
-    GcDriver.untilForgetHeld("shutdown: the last wrapper's cleanup");
-
-    WrapperCache.close();
+    final WeakReference<Wrapper> dying = new WeakReference<>(held[NATIVES - 1]);
+    HostProbe.holdSweep();
+    final long sweeps;
+    try {
+      held[NATIVES - 1] = null;
+      GcDriver.untilCleared(dying, "shutdown: the last wrapper");
+      GcDriver.untilSweepHeld("shutdown: the last wrapper");
+      Check.equal(NATIVES, WrapperCache.entries(), "shutdown: entries before close() (the dying one unswept)");
+      WrapperCache.close();
+      sweeps = HostProbe.sweepsByThread();
+    } finally {
+      HostProbe.releaseSweep();
+    }
+    Check.equal(NATIVES - 1, WrapperCache.entries(), "shutdown: entries after close()'s own sweep");
+    Check.equal(1, HostProbe.weakRefsDeleted() - deleted0, "shutdown: close() deleted the dying one's weak reference");
     Check.throwsA(IllegalStateException.class, () -> WrapperCache.at(handle, 0),
         "shutdown: at() of a live wrapper's native after close()");
     Check.throwsA(IllegalStateException.class, () -> WrapperCache.at(handle, NATIVES - 1),
         "shutdown: at() of a dying wrapper's native after close()");
     Check.same(null, WrapperCache.of(held[0].pointer), "shutdown: of() of a live wrapper after close()");
-    Check.equal(NATIVES, HostProbe.weakRefsCreated() - created0,
-        "shutdown: weak references made (none after close())");
-    Check.equal(NATIVES, WrapperCache.liveWeakRefs(),
-        "shutdown: weak references after close() (alive, and the held cleanup's)");
-
-    HostProbe.releaseForget();
-    Check.that(HostProbe.awaitSettled(settled0 + 1, GcDriver.TIMEOUT_MILLIS),
-        "shutdown: the cleanup held across close() did not finish");
-    Check.equal(NATIVES - 1, WrapperCache.liveWeakRefs(),
-        "shutdown: the cleanup held across close() deleted its weak reference");
-    Check.equal(NATIVES - 1, WrapperCache.entries(), "shutdown: entries after the held cleanup");
-
+    Check.that(HostProbe.awaitSweepsPast(sweeps, GcDriver.TIMEOUT_MILLIS),
+        "shutdown: the sweep held across close() did not finish");
+    Check.equal(0, HostProbe.sweptByThread() - removed0, "shutdown: the sweep held across close() removed entries");
     Reference.reachabilityFence(held); // alive through every check above, however compiled
     held = null;
-    GcDriver.untilSettled(settled0 + NATIVES, "shutdown: the wrappers alive at close()");
-    Check.equal(NATIVES, HostProbe.cleanupsSettled() - settled0, "shutdown: cleanups run (more: one ran twice)");
-    Check.equal(NATIVES, HostProbe.weakRefsDeleted() - deleted0,
-        "shutdown: weak references deleted (more: a double delete)");
-    Check.noWrappersLeft("shutdown: every cleanup after close()");
-
+    GcDriver.untilSweptAgain("shutdown: the wrappers alive at close(), dropped");
+    Check.equal(0, HostProbe.sweptByThread() - removed0, "shutdown: a sweep after close() removed entries");
+    Check.equal(NATIVES, HostProbe.weakRefsCreated() - created0, "shutdown: weak references made (none after close())");
+    Check.equal(1, HostProbe.weakRefsDeleted() - deleted0, "shutdown: weak references deleted after close()");
+    Check.equal(NATIVES - 1, WrapperCache.liveWeakRefs(), "shutdown: weak references left to the JVM");
+    Check.equal(NATIVES - 1, WrapperCache.entries(), "shutdown: entries left to the JVM");
     WrapperCache.close();
     Check.throwsA(IllegalStateException.class, () -> WrapperCache.at(handle, 0),
         "shutdown: at() after a second close()");
+    Check.equal(1, HostProbe.weakRefsDeleted() - deleted0, "shutdown: weak references deleted by a second close()");
     NativeObjects.destroy(handle);
-    System.out.println("shutdown: after close() at() throws IllegalStateException; " + NATIVES
-        + " cleanups after close() (one held across it) deleted their " + NATIVES + " weak references once each");
+    System.out.println("shutdown: close() swept the dying wrapper; after it at() throws IllegalStateException and "
+        + "sweeps do nothing; " + (NATIVES - 1) + " weak references left to the JVM, none deleted twice");
   }
 }

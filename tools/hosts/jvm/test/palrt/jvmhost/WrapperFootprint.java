@@ -7,28 +7,29 @@ import java.lang.ref.Cleaner;
 import java.lang.ref.Reference;
 
 /**
- * What a wrapper's cleanup costs in Java heap, the binding's WrapperCleanup beside
- * java.lang.ref.Cleaner (WrapperCleanup.java says why the binding has its own): the heap
- * used after full collections, before and after making N objects that stay reachable, over N.
+ * What the cache costs in Java heap per wrapper: the heap used after full collections,
+ * before and after making N objects that stay reachable, over N.
  * <ol>
  *   <li>N Wrappers made directly: the wrapper alone;
- *   <li>N wrappers through WrapperCache.at(): the wrapper and its WrapperCleanup (the cache
- *       itself is native memory);
- *   <li>a Cleaner registration on each of the N plain wrappers, with the action the binding
- *       would need: a Runnable holding the token's two longs.
+ *   <li>N wrappers through WrapperCache.at(): the wrapper and whatever the binding keeps in
+ *       Java for it, which is nothing (the cache is native memory, and WrapperSweeper needs no
+ *       object per wrapper);
+ *   <li>for comparison, a Cleaner registration on each of the N plain wrappers, with the action
+ *       a binding that removes entries one by one would need: a Runnable holding the entry's
+ *       token, two longs (a PhantomReference of the binding's own as the token costs 56).
  * </ol>
- * Prints the three figures and fails unless WrapperCleanup costs less than Cleaner. Nothing is
- * ever released: the JVM exits with every object alive, so no cleanup runs (the Cleaner's
- * action would call forget() on a token that is not the cache's).
+ * Prints the three figures and fails unless the cache adds less than 8 bytes per wrapper (one
+ * field's worth: the measurement's resolution). Nothing is ever released: the JVM exits with
+ * every object alive, so no Cleaner action runs.
  */
-public final class CleanupFootprint {
+public final class WrapperFootprint {
   private static final int N = 200_000;
   private static final MemoryMXBean MEMORY = ManagementFactory.getMemoryMXBean();
   private static volatile int actionsRun; // written by the Cleaner's one thread, if ever
 
-  private CleanupFootprint() {}
+  private WrapperFootprint() {}
 
-  /** The action a Cleaner-based binding registers: the token, and forget() in run(). */
+  /** The action a Cleaner-based binding registers: the token, and its removal in run(). */
   private static final class ForgetAction implements Runnable {
     private final long pointer;
     private final long weak;
@@ -69,7 +70,7 @@ public final class CleanupFootprint {
     final Wrapper[] plain = new Wrapper[N];
     final Wrapper[] cached = new Wrapper[N];
     final Cleaner cleaner = Cleaner.create();
-    // Warm up every path once (class loading, the cleanup thread, the Cleaner's), so that the
+    // Warm up every path once (class loading, the sweeper thread, the Cleaner's), so that the
     // measured steps allocate only their objects.
     final Object warm = new Object();
     cleaner.register(warm, new ForgetAction(0, 0));
@@ -94,11 +95,12 @@ public final class CleanupFootprint {
     }
     final double cleanerBytes = (double) (usedAfterGc() - before) / N;
 
-    final double wrapperCleanupBytes = cachedBytes - wrapperBytes;
-    System.out.printf("footprint: Java heap per wrapper (%d wrappers, %s): the wrapper %.1f B; its cleanup: "
-            + "WrapperCleanup %.1f B, Cleaner.register %.1f B (PhantomCleanableRef and the action)%n",
-        N, System.getProperty("java.vm.version"), wrapperBytes, wrapperCleanupBytes, cleanerBytes);
-    Check.that(wrapperCleanupBytes < cleanerBytes, "footprint: WrapperCleanup is not lighter than Cleaner");
+    final double cacheBytes = cachedBytes - wrapperBytes;
+    System.out.printf("footprint: Java heap per wrapper (%d wrappers, %s): the wrapper %.1f B; added by the "
+            + "cache %.1f B; a Cleaner registration would add %.1f B (PhantomCleanableRef and the action)%n",
+        N, System.getProperty("java.vm.version"), wrapperBytes, cacheBytes, cleanerBytes);
+    Check.that(cacheBytes < 8.0, "footprint: the cache keeps Java objects per wrapper (" + cacheBytes + " B)");
+    Check.that(cleanerBytes >= 8.0, "footprint: the Cleaner comparison measured nothing (" + cleanerBytes + " B)");
     Check.equal(0, actionsRun, "footprint: Cleaner actions run (a measured object died)");
     // Everything measured or measured beside stays reachable to here: a compiled main() may
     // otherwise drop an array after its last use, between two readings (pointers, 8 bytes
