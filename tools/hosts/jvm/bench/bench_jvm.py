@@ -4,18 +4,20 @@
 (palrt.jvmhost.WrapperCache) against the caches a binding writes without palrt, each as its
 users write it and each one JNI transition per lookup that hits:
   palrt      WrapperCache.at(handle, i): palrt::jni::identity_cache (JNI weak global
-             references, grace_period); a miss makes the wrapper and its cleanup in Java and
-             caches them with two more JNI calls (NativeObjects.pointerAt, publish)
+             references, grace_period); a miss makes the wrapper in Java and caches it with
+             two more JNI calls (NativeObjects.pointerAt, publish); the binding's sweeper
+             thread removes collected wrappers' entries after each collection
   chm        NativeObjects.pointerAt(handle, i), then a ConcurrentHashMap<Long,
              WeakReference<Wrapper>> in Java, dead entries expunged through a ReferenceQueue
   mutex-map  a native at(handle, i) over a std::unordered_map<const void*, jweak> under a
-             std::mutex (libpalrt_jvmbench.so), with the binding's own cleanup mechanism
+             std::mutex (libpalrt_jvmbench.so), each entry removed by a cleanup of its own
+             (a PhantomReference that is the token, drained by a thread of the library)
 and, in the churn case only, what none of them is, a cache:
-  jni-weak-floor  JniWeakFloor.at(handle, i): the wrapper and its cleanup made in Java as palrt's
-             miss makes them, one JNI call that makes its weak global reference, which the
-             binding's cleanup mechanism deletes at once; no map, no lookup, no grace period.
-             The floor under any binding that holds wrappers through JNI weak global
-             references: if it costs more than chm, so do they all. Not a peer of the caches
+  jni-weak-floor  JniWeakFloor.at(handle, i): the wrapper and its cleanup made in Java, one JNI
+             call that makes its weak global reference, which mutex-map's cleanup mechanism
+             deletes at once; no map, no lookup, no grace period. The floor under any binding
+             that removes its wrappers' entries with a cleanup per wrapper (palrt sweeps
+             instead, and has none). Not a peer of the caches
              (every call makes a wrapper): it has no hit or bytes rows and no target, and is
              printed in the churn notes and, after the targets, as its ratio to chm.
 Runs JvmBench (palrt-jvmbench.jar) once per case and variant, in a JVM of its own (fixed
@@ -187,14 +189,17 @@ def print_details(rows, details):
             cells.append((f'{v} {r:.2f}x' if r is not None else f'{v} -') + f' ({"/".join(shares)})')
         print(f'  {case:20} ' + '   '.join(cells))
     case = f'jvm/churn/N={CHURN_N}'
-    print(f'\n{case}, ns per wrapper: making it (step 1) + its cleanup (step 3), medians of the runs\' medians:')
+    print(f'\n{case}, ns per wrapper: making it (step 1) + its cleanup (step 3), wall; and the CPU time of the '
+          'background threads (reference handler, sweeper or cleanup thread), medians of the runs:')
     labels = [(v, v) for v in VARIANTS] + [(FLOOR, FLOOR_LABEL)]
     width = max(len(label) for _, label in labels)
     for v, label in labels:
         make = detail_median(details, (case, v, 1, 'ns_per_op'), 'make_ns_per_op')
         cleanup = detail_median(details, (case, v, 1, 'ns_per_op'), 'cleanup_ns_per_op')
+        background = detail_median(details, (case, v, 1, 'ns_per_op'), 'background_cpu_ns_per_op')
         if make is not None and cleanup is not None:
-            print(f'  {label:{width}} {make:8.1f} + {cleanup:8.1f}')
+            cpu = f'   background CPU {background:7.1f}' if background is not None else ''
+            print(f'  {label:{width}} {make:8.1f} + {cleanup:8.1f}{cpu}')
 
 
 def main():

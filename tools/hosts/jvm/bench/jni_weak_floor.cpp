@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The jni-weak-floor variant of the churn case, the native half (the Java half, and what the
 // variant is for: palrt/jvmhost/bench/JniWeakFloor.java): the least a binding that holds its
-// wrappers through JNI weak global references does per wrapper, with no map behind it.
+// wrappers through JNI weak global references and removes each with a cleanup does per
+// wrapper, with no map behind it.
 //
 // - newWeak(wrapper): NewWeakGlobalRef of a wrapper Java made, returned as the cleanup's token.
 // - forget(weaks, count): DeleteWeakGlobalRef of a batch of tokens, from the cleanup thread,

@@ -13,7 +13,7 @@
 //   live wrapper, cached meanwhile, wins and is returned; an entry whose wrapper the collector
 //   cleared (its cleanup has not run yet) is replaced. Then, with no lock held, the wrapper's
 //   cleanup is registered (MutexMapWrapperCache.track: a PhantomReference carrying the pointer
-//   and the weak reference, the palrt binding's own mechanism, WrapperCleanup.java).
+//   and the weak reference: JniWeakFloor.java measures that mechanism alone).
 // - forget(pointer, weak), from that cleanup: erases the entry if it still maps the pointer to
 //   that weak reference (a newer wrapper's entry stays), and deletes the weak reference.
 //

@@ -13,16 +13,18 @@ import palrt.jvmhost.Wrapper;
 
 /**
  * The {@code jni-weak-floor} variant, churn case only: not an identity cache but the floor under
- * every binding that holds its wrappers through JNI weak global references, as the palrt
- * binding does. What such a binding cannot avoid on a miss, and nothing else, is done here:
+ * every binding that holds its wrappers through JNI weak global references and removes each
+ * with a cleanup of its own (mutex-map's way, and the palrt binding's before it swept after
+ * collections instead: a binding that sweeps has no cleanup and goes below this floor). What
+ * such a binding cannot avoid on a miss, and nothing else, is done here:
  *
  * <ul>
  *   <li>{@link #at}: the pointer (NativeObjects.pointerAt, as chm reads it), the wrapper and
- *       its cleanup made in Java (as palrt.jvmhost.WrapperCache.at's miss makes them), one JNI
+ *       its cleanup made in Java (as a binding's miss path in Java makes them), one JNI
  *       call that makes the wrapper's weak global reference ({@link #newWeak}), stored in the
  *       cleanup, and the cleanup tracked. No map, no lookup: every call is a miss, and two
  *       calls for one object make two wrappers, which is why no other case may run it.
- *   <li>The cleanup: palrt.jvmhost.WrapperCleanup's mechanism and shape, a PhantomReference
+ *   <li>The cleanup: mutex-map's mechanism and shape, a PhantomReference
  *       subclass holding the pointer and the weak reference, kept reachable in a doubly-linked
  *       list under one lock, drained by a daemon thread of its own that unlinks a batch of up
  *       to 64 under the lock and deletes their references in one native call
@@ -94,14 +96,14 @@ final class JniWeakFloor {
   /** DeleteWeakGlobalRef of {@code weaks[0 .. count)}: one JNI transition for a batch. */
   private static native void forget(long[] weaks, int count);
 
-  /** One wrapper's cleanup, palrt.jvmhost.WrapperCleanup's shape (56 bytes) and protocol. */
+  /** One wrapper's cleanup, MutexMapWrapperCache's shape (56 bytes) and protocol. */
   private static final class Cleanup extends PhantomReference<Wrapper> {
     private static final ReferenceQueue<Wrapper> QUEUE = new ReferenceQueue<>();
     // The tracked cleanups, a circular doubly-linked list through this sentinel: a phantom
     // reference is enqueued only while it is reachable itself, so each must be held until it
     // ran.
     private static final Cleanup LIST = new Cleanup();
-    // Cleanups per native call and per hold of LIST's lock, as WrapperCleanup's BATCH.
+    // Cleanups per native call and per hold of LIST's lock.
     private static final int BATCH = 64;
 
     static {

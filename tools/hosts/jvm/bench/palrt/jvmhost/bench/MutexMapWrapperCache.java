@@ -12,11 +12,11 @@ import palrt.jvmhost.Wrapper;
  * {@code std::unordered_map<const void*, jweak>} under one {@code std::mutex}, in
  * libpalrt_jvmbench.so (mutex_map_cache.cpp says what each native does under the lock).
  *
- * <p>A wrapper's entry is removed the way the palrt binding removes its own
- * (palrt.jvmhost.WrapperCleanup), so that the two differ by their maps only: a
- * PhantomReference subclass carrying the token (pointer, weak global reference), kept
- * reachable in a doubly-linked list under one lock, drained by a daemon thread of the library
- * that calls the native {@link #forget}. It is registered once the wrapper is cached, from
+ * <p>A wrapper's entry is removed by a cleanup per wrapper, as side-table bindings do (and as
+ * the palrt binding did before it swept after collections instead): a PhantomReference
+ * subclass carrying the token (pointer, weak global reference), lighter than a
+ * java.lang.ref.Cleaner registration, kept reachable in a doubly-linked list under one lock,
+ * drained by a daemon thread of the library that calls the native {@link #forget}. It is registered once the wrapper is cached, from
  * {@code at}'s native miss path ({@link #track}); forget() deletes the weak reference at once
  * (its lookups read weak references only under the mutex), where palrt's waits for a grace
  * period.
@@ -56,7 +56,7 @@ final class MutexMapWrapperCache {
     new Cleanup(wrapper, weak).link();
   }
 
-  /** One cached wrapper's cleanup (the protocol of palrt.jvmhost.WrapperCleanup). */
+  /** One cached wrapper's cleanup: a PhantomReference that is the token. */
   private static final class Cleanup extends PhantomReference<Wrapper> {
     private static final ReferenceQueue<Wrapper> QUEUE = new ReferenceQueue<>();
     // The linked cleanups, a circular list through this sentinel: a phantom reference is

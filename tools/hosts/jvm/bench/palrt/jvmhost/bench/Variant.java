@@ -56,8 +56,8 @@ interface Variant {
 
     @Override
     public long heldReferences() {
-      // forget() erases the entry, and the weak reference goes after a grace period: the
-      // binding's cleanup thread waits for it after each burst (WrapperCleanup.settle).
+      // The binding's sweeper thread removes the entries after the collection and deletes
+      // their weak references after a grace period, which it waits for (WrapperSweeper).
       return WrapperCache.liveWeakRefs();
     }
   }
