@@ -175,8 +175,10 @@ TEST_CASE("host cache, grace_period: sweep_concurrently() beside a lookup held i
 TEST_CASE("host cache, grace_period: sweep_concurrently() racing inserts and lookups on two threads loses and "
           "duplicates nothing") {
   host_identity_cache<weak_policy<host_reclamation::grace_period>> cache;
-  constexpr int identities = 256;
-  constexpr int rounds = 300;
+  // Enough identities that a sweep takes several batches per bucket and the tables grow (and
+  // are compacted) under it: the walk that starts over on a replaced table is raced too.
+  constexpr int identities = 2048;
+  constexpr int rounds = 60;
   std::mutex lock;
   std::vector<std::unique_ptr<weak_ref>> made;  // every wrapper made, kept until the end
   std::map<void*, int> handed_back;             // wrapper -> times the cache handed it back
@@ -239,7 +241,8 @@ TEST_CASE("host cache, grace_period: sweep_concurrently() racing inserts and loo
   long foreign = 0;  // handed back but never cached
   for (const auto& [w, times] : handed_back)
     if (!cached_set.count(w)) foreign += times;
-  INFO("cached " << cached.size() << ", handed back " << handed_back.size());
+  INFO("cached " << cached.size() << ", handed back " << handed_back.size() << ", tables rebuilt "
+                 << cache.counters().rebuilds);
   CHECK(lost == 0);
   CHECK(duplicated == 0);
   CHECK(foreign == 0);

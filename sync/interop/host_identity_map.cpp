@@ -487,14 +487,25 @@ std::size_t host_map_core::sweep_concurrently(void* context, liveness_batch_fn i
   std::array<bool, internal::sweep_batch> alive;
   std::size_t removed = 0;
   for (std::size_t b = 0; b < s.bucket_count(); ++b) {
-    // Under the bucket's lock no other writer is inside the table, and none is rebuilding it
-    // (a rebuild holds the lock): the current table is the bucket's only one, and what is read
-    // here stays as read until the unlock, but for the readers, who change nothing.
-    std::lock_guard<std::mutex> lock(s.writers[b].lock);
-    bucket_table* t = s.tables[b].load(std::memory_order_relaxed);
-    if (!t) continue;
+    // A batch at a time under the bucket's lock, so that an insert waits for one batch's
+    // liveness tests at most, not for the bucket's. Under the lock no other writer is inside
+    // the table and none is rebuilding it (a rebuild holds the lock): what is read stays as
+    // read until the unlock, but for the readers, who change nothing. Between two batches an
+    // insert may have replaced the table (grown or compacted it): then the walk starts over
+    // on the new one, whose dead entries are still there to find (a rebuild copies entries
+    // whatever their liveness); it ends, since a table is replaced only when it fills.
+    host_map_state::writer& w = s.writers[b];
+    std::uint64_t walked = 0;  // w.rebuilds + 1 of the table walked; 0: none yet
     std::size_t i = 0;
-    while (i <= t->mask) {
+    for (;;) {
+      std::lock_guard<std::mutex> lock(w.lock);
+      bucket_table* t = s.tables[b].load(std::memory_order_relaxed);
+      if (!t) break;
+      if (w.rebuilds + 1 != walked) {  // the count, not the address: a new table may reuse it
+        walked = w.rebuilds + 1;
+        i = 0;
+      }
+      if (i > t->mask) break;
       std::size_t n = 0;
       for (; i <= t->mask && n < internal::sweep_batch; ++i) {
         const bucket_table::entry& e = t->entries()[i];

@@ -448,9 +448,10 @@ class host_identity_cache {
 
   // sweep() for a host that cannot stop the world (a JVM binding: its collector clears weak
   // references and the binding sweeps afterwards, with Java threads running). grace_period:
-  // takes each bucket's writer lock in turn, so lookups run on (they probe again when the
-  // sweep removed entries under them, as after an erase), and inserts and erases of that
-  // bucket wait for it; is_alive runs with that lock held and must not call this cache. A
+  // takes each bucket's writer lock for a batch of up to 256 wrappers at a time, so lookups
+  // run on (they probe again when the sweep removed entries under them, as after an erase),
+  // and inserts and erases of that bucket wait for one batch at most; is_alive runs with that
+  // lock held and must not call this cache. A
   // wrapper is_alive finds dead has its entry removed, by this sweep and no other step, so
   // the host frees it, after a grace period (a lookup may be inside try_acquire() on it):
   // is_alive knows which ones it found dead. host_lock: sweep(). Works after close() too.
