@@ -90,7 +90,8 @@ for ((round = 1; round <= rounds; round++)); do
     -n "env LD_PRELOAD=shim /bin/true" "env 'LD_PRELOAD=$shim' /bin/true"
   round_files+=("results/startup-round-$round.json")
   "$python" scripts/machine_load.py report --since "$round_load_start" --pid $$ \
-    --json-into "results/startup-round-$round.json" | sed "s/^/bench-startup: round $round: /" >&2
+    --json-into "results/startup-round-$round.json" |
+    sed "s/^Load during the run: /bench-startup: load during round $round: /" >&2
 done
 
 # Phase timings as palrt-startup reports them, one JSON object per run, for each ordering

@@ -8,15 +8,19 @@
 // not write; the benchmark learns its clock once, from inside (this_thread_cpu_clock(), run on
 // that thread through an invoke or a finalizer), and reads it from outside with cpu_time().
 //
-// Reading a CPU clock is a system call (the vDSO serves only the wall clocks): ~0.1-1 us on
-// these VMs. Read one per run or per slice, never per operation.
+// Reading a CPU clock is a system call (the vDSO serves only the wall clocks): ~1.5 us of CPU
+// on the VMs of docs/BENCHMARKS.md, 60 times a wall-clock read. Read one per run or per
+// slice, never per operation, and outside the wall time a figure reports (stopwatch).
 #pragma once
 
 #include <pthread.h>
 #include <time.h>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
+#include <cstddef>
 #include <system_error>
 
 namespace palrt::bench {
@@ -32,6 +36,26 @@ inline std::chrono::nanoseconds cpu_time(clockid_t clock) {
 }
 
 inline std::chrono::nanoseconds this_thread_cpu_time() { return cpu_time(CLOCK_THREAD_CPUTIME_ID); }
+
+// What two reads of the calling thread's CPU clock in a row find between them: the end of the
+// first read and the start of the second, which every stretch timed by two reads holds
+// besides its own work (~1.5 us here). bench_timing.hpp's stopwatch subtracts it, so that a
+// stretch of a few microseconds (a young collection) is not read as disturbed for the clock
+// reads around it. Measured once per process, the first time it is asked for (~0.2 ms): the
+// median of 63 back-to-back pairs, so a pair that an interrupt lands in does not count.
+inline std::chrono::nanoseconds cpu_clock_read_cost() {
+  static const std::chrono::nanoseconds cost = [] {
+    std::array<std::chrono::nanoseconds, 63> pairs{};
+    for (auto& between : pairs) {
+      const std::chrono::nanoseconds first = this_thread_cpu_time();
+      between = this_thread_cpu_time() - first;
+    }
+    const auto middle = pairs.begin() + static_cast<std::ptrdiff_t>(pairs.size() / 2);
+    std::nth_element(pairs.begin(), middle, pairs.end());
+    return *middle;
+  }();
+  return cost;
+}
 
 // The calling thread's CPU clock, in a form any thread of the process can read with cpu_time().
 inline clockid_t this_thread_cpu_clock() {

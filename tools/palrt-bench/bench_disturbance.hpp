@@ -8,7 +8,9 @@
 // hypervisor reports steal time to the guest (CONFIG_PARAVIRT_TIME_ACCOUNTING; the VMs of
 // docs/BENCHMARKS.md report none, so there the time a host takes from a vCPU still counts as
 // the thread's). A figure timed by the threads' CPU clocks (timed_run::cpu,
-// bench_timing.hpp) is what the run would have read had nothing else run: on these shared
+// bench_timing.hpp) is, for threads that work independently, what the run would have read had
+// nothing else taken their CPUs (a neighbour that slows them without taking a CPU, through
+// the caches or an SMT sibling, moves both clocks alike and goes unseen): on these shared
 // 2-vCPU machines, `palrt-bench handles` once read a 2-thread/1-thread ratio of 0.26x by the
 // wall clock where the threads' CPU clocks gave 1.96x. So a wall figure far from its CPU-timed
 // twin was measured while something else ran, and is noise, not a regression; one close to
@@ -24,9 +26,9 @@
 // when both figures are inverted, so a run is disturbed or not whichever way its figure is
 // written: a thread that ran 85% of the wall time reads 15% in both forms. (Against the wall
 // figure, the same run would read 15% as a time and 17.6% as a rate.) 10% is beyond what
-// the two clocks differ by in a quiet run (a few %: the start skew of a team's threads and
-// the clock reads themselves) and well inside what one other busy process on a 2-vCPU
-// machine costs (up to half of a thread's time).
+// the two differ by in figures nothing disturbed (0.6-5% in docs/BENCHMARKS.md's runs: a
+// team's start skew, the slices' ends, the clock reads) and well inside what one other busy
+// process on a 2-vCPU machine costs (up to half of a thread's time).
 //
 // Pure, header-only and free of palrt: tests/test_bench_disturbance.cpp checks it, the
 // boundary included, without running a benchmark.

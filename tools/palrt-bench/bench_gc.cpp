@@ -29,7 +29,8 @@
 //                           `rounds-reverse-order` promote the same chains with rounds of
 //                           promote_dependents until one marks nothing (2 rounds, and 4,001).
 //                           Target: reverse-order <= 2x walk-order.
-// Each collection is timed alone (two clock reads around it, ~40 ns beside microseconds);
+// Each collection is timed alone (two clock reads around it, ~40 ns beside microseconds; its
+// CPU-timed twin by the collecting threads' CPU clocks, read outside that wall time);
 // variants alternate collection by collection in shuffled order, and a row is the median of
 // the repetitions' medians.
 #include <algorithm>
@@ -73,20 +74,21 @@ static_assert(sizeof(object) == 32);
 struct variant_timing {
   std::string name;
   std::function<void()> prepare;  // untimed, before each collection
-  // Timed: one collection. Returns the CPU-timed twin of its wall time, the mean CPU time of
-  // the threads that ran it (on_this_thread, or run_timed for a team).
-  std::function<std::chrono::nanoseconds()> collect;
+  // Timed: one collection, by both clocks (on_this_thread, or run_timed for a team): its wall
+  // time and the CPU time of the threads that ran it per CPU they occupied.
+  std::function<timed_run()> collect;
   std::vector<double> repetition_medians;      // ns per collection
   std::vector<double> cpu_repetition_medians;  // their twins
 };
 
-// A collection run on the calling thread, timed by its CPU clock.
+// A collection run on the calling thread, timed by a stopwatch (whose CPU clock reads stay out
+// of the wall time: a young collection takes a few microseconds, two reads ~3 us).
 template <class Collect>
-std::function<std::chrono::nanoseconds()> on_this_thread(Collect collect) {
+std::function<timed_run()> on_this_thread(Collect collect) {
   return [collect]() mutable {
     const stopwatch timer;
     collect();
-    return timer.stop(0).cpu;
+    return timer.stop(1);
   };
 }
 
@@ -107,11 +109,9 @@ void measure(std::vector<variant_timing>& variants, int repetitions, int per_rep
       std::shuffle(order.begin(), order.end(), shuffler);
       for (std::size_t i : order) {
         variants[i].prepare();
-        const auto start = bench_clock::now();
-        const std::chrono::nanoseconds cpu = variants[i].collect();
-        const auto end = bench_clock::now();
-        ns[i].push_back(static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count()));
-        cpu_ns[i].push_back(static_cast<double>(cpu.count()));
+        const timed_run r = variants[i].collect();
+        ns[i].push_back(static_cast<double>(r.elapsed.count()));
+        cpu_ns[i].push_back(static_cast<double>(r.cpu.count()));
       }
     }
     for (std::size_t i = 0; i < variants.size(); ++i) {
@@ -229,8 +229,13 @@ void parallel_sweep(const bench_settings& settings, bench_report& report) {
                             if (home >= 0) pin_current_thread(home);
                           },
                           [&] {
+                            // The wall time from before the walk is made to the team's
+                            // return, the members' CPU times from theirs (run_timed).
+                            const auto start = bench_clock::now();
                             handle_walk walk(t.table, handle_kind::weak_short);
-                            return run_timed(*team, [&](int) { sweep(walk); }).cpu;
+                            timed_run r = run_timed(*team, [&](int) { sweep(walk); });
+                            r.elapsed = bench_clock::now() - start;
+                            return r;
                           },
                           {}, {}});
       variant_threads.push_back(threads);

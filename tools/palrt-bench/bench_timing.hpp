@@ -64,24 +64,33 @@ struct timed_run {
 };
 
 // Times one region of the calling thread by both clocks: every timed region of palrt-bench
-// starts one, so that every wall figure has its CPU-timed twin. The CPU clock is read after
-// the wall clock at the start and before it at the end, so the CPU-timed stretch lies inside
-// the wall one. Costs one system call at each end (bench_cpu_clock.hpp).
+// starts one, so that every wall figure has its CPU-timed twin. The CPU clock is read before
+// the wall clock at the start and after it at the end: the wall time, which the figure
+// reports, holds none of the two system calls (~1.5 us of CPU each, bench_cpu_clock.hpp), so
+// the figures read as they did before they had twins; the CPU time holds the end of the first
+// and the start of the second, which cpu_clock_read_cost() measured and stop() takes off.
 class stopwatch {
  public:
-  stopwatch() : wall_start_(bench_clock::now()), cpu_start_(this_thread_cpu_time()) {}
+  stopwatch() : cpu_start_(read_cost_then_cpu_time()), wall_start_(bench_clock::now()) {}
 
   bench_clock::time_point started() const noexcept { return wall_start_; }
 
   // The region so far, with `ops` operations: this thread's wall time and CPU time.
   timed_run stop(std::uint64_t ops) const {
-    const std::chrono::nanoseconds cpu = this_thread_cpu_time() - cpu_start_;
-    return {ops, bench_clock::now() - wall_start_, cpu};
+    const std::chrono::nanoseconds wall = bench_clock::now() - wall_start_;
+    const std::chrono::nanoseconds cpu = this_thread_cpu_time() - cpu_start_ - cpu_clock_read_cost();
+    return {ops, wall, std::max(cpu, std::chrono::nanoseconds::zero())};
   }
 
  private:
+  // The first stopwatch of the process measures the reads' cost here, before its region.
+  static std::chrono::nanoseconds read_cost_then_cpu_time() {
+    (void)cpu_clock_read_cost();
+    return this_thread_cpu_time();
+  }
+
+  std::chrono::nanoseconds cpu_start_;  // before wall_start_: read first
   bench_clock::time_point wall_start_;
-  std::chrono::nanoseconds cpu_start_;
 };
 
 // Calls op() on the calling thread, over and over, for about `budget` of wall time.
@@ -89,8 +98,8 @@ class stopwatch {
 // The clock is read once per batch rather than once per call, and the batch doubles until one
 // batch takes at least 20 us: a 20 ns clock read then costs under 0.1% of the time even for a
 // 5 ns op, and the run overshoots its budget by at most one batch (~40 us; one call, if a
-// single call is slower than that). The thread's CPU clock is read at the run's two ends only
-// (stopwatch: a system call each, ~0.1% of a 1 ms slice at most).
+// single call is slower than that). The thread's CPU clock is read at the run's two ends only,
+// outside its wall time (stopwatch).
 template <class Op>
 timed_run run_for(std::chrono::nanoseconds budget, Op&& op) {
   constexpr std::chrono::nanoseconds min_batch_time = std::chrono::microseconds(20);
