@@ -26,7 +26,7 @@
 // when both figures are inverted, so a run is disturbed or not whichever way its figure is
 // written: a thread that ran 85% of the wall time reads 15% in both forms. (Against the wall
 // figure, the same run would read 15% as a time and 17.6% as a rate.) 10% is beyond what
-// the two differ by in figures nothing disturbed (0.6-5% in docs/BENCHMARKS.md's runs: a
+// the two differ by in figures nothing disturbed (0.3-6% in docs/BENCHMARKS.md's runs: a
 // team's start skew, the slices' ends, the clock reads) and well inside what one other busy
 // process on a 2-vCPU machine costs (up to half of a thread's time).
 //
