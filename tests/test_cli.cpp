@@ -417,14 +417,15 @@ TEST_CASE("palrt-startup doctor: a readable report of this machine, exit 0" * pa
 
 namespace {
 
-// A row with a CPU-timed twin (bench_report.hpp): the twin as a positive number, and the verdict
-// as a boolean that is the verdict of those two numbers (bench_disturbance.hpp). What either
-// number is depends on the machine, and is not checked.
+// A row with a CPU-timed twin (bench_report.hpp): the twin as a number, and the verdict as a
+// boolean that is the verdict of those two numbers (bench_disturbance.hpp). What either number
+// is depends on the machine, and is not checked: a --smoke slice whose thread lost its CPU for
+// the whole millisecond may even have a twin of 0.
 void check_cpu_twin(const json& row) {
   CAPTURE(row.dump());
   REQUIRE(row.contains("cpu_value"));
   REQUIRE(row.at("cpu_value").is_number());
-  CHECK(row.at("cpu_value").get<double>() > 0);
+  CHECK(row.at("cpu_value").get<double>() >= 0);
   REQUIRE(row.contains("disturbed"));
   REQUIRE(row.at("disturbed").is_boolean());
   CHECK(row.at("disturbed").get<bool>() ==
