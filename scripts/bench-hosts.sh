@@ -56,7 +56,10 @@ if [ ! -f "$jvm_bench_jar" ] || [ ! -f "$jvm_host_jar" ]; then
   exit 1
 fi
 mkdir -p results
-load_start=$("$python" scripts/machine_load.py snapshot --pid $$)
+# What else the machine did: printed before the run (the second before it) and after it, and
+# kept in hosts.json ("machine": {"load"}), so that a reader can tell a run that others
+# disturbed from a regression (scripts/machine_load.py).
+load_start=$("$python" scripts/machine_load.py snapshot --pid $$ --show bench-hosts)
 "$python" tools/hosts/cpython/bench_python.py --modules "$modules" --runs "$runs" --json results/hosts.json
 "$python" tools/hosts/boehm/bench_boehm.py --bench "$boehm_bench" --runs "$runs" --json results/hosts.json
 "$python" tools/hosts/copying/bench_copying.py --bench "$copying_bench" --runs "$runs" --json results/hosts.json

@@ -63,12 +63,16 @@ mkdir -p results
 # both build palrt-startup's option parser (a run without arguments skips it: 40-100 us,
 # which would otherwise be charged to the shim). The baseline registers first, the shim row
 # registers late (threads-first) in a process the shim has registered already.
-load_start=$("$python" scripts/machine_load.py snapshot --pid $$)
+# What else the machine did: printed before the run (the second before it) and after it, and
+# for each round, kept in the round's JSON ("machine": {"load"}), so that a reader can tell a
+# round that others disturbed from a regression (scripts/machine_load.py).
+load_start=$("$python" scripts/machine_load.py snapshot --pid $$ --show bench-startup)
 per_round=$(((runs + rounds - 1) / rounds))
 rm -f results/startup-round-*  # a smaller ROUNDS must not leave older rounds behind
 round_files=()
 for ((round = 1; round <= rounds; round++)); do
   echo "bench-startup: round $round of $rounds ($per_round runs per row)" >&2
+  round_load_start=$("$python" scripts/machine_load.py snapshot --pid $$)
   hyperfine -N --warmup 20 --runs "$per_round" --time-unit millisecond --style basic \
     --export-json "results/startup-round-$round.json" --export-markdown "results/startup-round-$round.md" \
     -n "palrt-startup" "$startup" \
@@ -85,6 +89,9 @@ for ((round = 1; round <= rounds; round++)); do
     -n "env /bin/true" "env /bin/true" \
     -n "env LD_PRELOAD=shim /bin/true" "env 'LD_PRELOAD=$shim' /bin/true"
   round_files+=("results/startup-round-$round.json")
+  "$python" scripts/machine_load.py report --since "$round_load_start" --pid $$ \
+    --json-into "results/startup-round-$round.json" |
+    sed "s/^Load during the run: /bench-startup: load during round $round: /" >&2
 done
 
 # Phase timings as palrt-startup reports them, one JSON object per run, for each ordering
@@ -113,6 +120,7 @@ load_line=$("$python" scripts/machine_load.py report --since "$load_start" --pid
   --out results/summary.md
 # What else the machine did meanwhile: a reader tells a disturbed run from a regression.
 printf '\n%s\n' "$load_line" | tee -a results/summary.md
+echo "bench-startup: each round's load is in its JSON (results/startup-round-N.json, \"machine\": {\"load\"})" >&2
 "$python" scripts/startup_report.py plot --hyperfine "${round_files[@]}" \
   --baselines 1,6,9,11 --out results/startup.png
 echo "bench-startup: wrote results/startup-round-*.json and .md, startup-reports.json, summary.md, startup.png"

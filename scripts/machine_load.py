@@ -6,12 +6,15 @@ from a regression: the CPU time other processes took (the machine's busy time fr
 waited for, from /proc/PID/stat), the hypervisor's steal time, and the load average before
 and after.
 
-  start=$(machine_load.py snapshot --pid $$)
+  start=$(machine_load.py snapshot --pid $$ [--show LABEL])
   ... the benchmark, every command of it waited for ...
   machine_load.py report --since "$start" --pid $$ [--json-into FILE]
 
-`report` prints one line; with --json-into it also records the figures as "load" in the
-"machine" object of the palrt-bench-shaped report FILE.
+`snapshot --show` first watches the machine for a second and prints on stderr what it was
+doing just before the run (the same figures over that second); `report` prints one line for
+the run, after that "before" line again if there was one; with --json-into it also records
+the figures as "load" in the "machine" object of the JSON report FILE (palrt-bench-shaped, or
+hyperfine's: any JSON object), the second before the run as "load": {"before": ...}.
 """
 import argparse
 import json
@@ -51,41 +54,68 @@ def snapshot(pid):
     return {'time': time.monotonic(), 'busy': busy, 'steal': steal, 'loadavg': loadavg(), 'own_cpu': process_cpu(pid)}
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest='what', required=True)
-    s = sub.add_parser('snapshot')
-    s.add_argument('--pid', type=int, required=True, help="the benchmark script's process ($$)")
-    r = sub.add_parser('report')
-    r.add_argument('--since', required=True, help='the output of snapshot')
-    r.add_argument('--pid', type=int, required=True, help='as for snapshot')
-    r.add_argument('--json-into', metavar='FILE')
-    a = ap.parse_args()
-    if a.what == 'snapshot':
-        print(json.dumps(snapshot(a.pid)))
-        return 0
-    try:
-        before = json.loads(a.since)
-    except json.JSONDecodeError:
-        ap.error('--since: not the output of `machine_load.py snapshot`')
-    after = snapshot(a.pid)
+def load_between(before, after):
+    """What the machine did between two snapshots: the figures "load" records."""
     hz = os.sysconf('SC_CLK_TCK')
     cpus = len(os.sched_getaffinity(0))
     wall = after['time'] - before['time']
     busy = (after['busy'] - before['busy']) / hz
     steal = (after['steal'] - before['steal']) / hz
     own = after['own_cpu'] - before['own_cpu']
-    # Both count in ticks, each rounded its own way: "other" is not allowed below zero.
-    other = max(0.0, busy - own)
     capacity = wall * cpus if wall > 0 else float('nan')
-    load = {'wall_s': round(wall, 3), 'cpus': cpus, 'own_cpu_s': round(own, 3), 'other_cpu_s': round(other, 3),
+    # Both count in ticks, each rounded its own way: "other" is kept between zero and what the
+    # machine had.
+    other = min(max(0.0, busy - own), capacity)
+    return {'wall_s': round(wall, 3), 'cpus': cpus, 'own_cpu_s': round(own, 3), 'other_cpu_s': round(other, 3),
             'other_share': round(other / capacity, 4), 'steal_s': round(steal, 3),
             'steal_share': round(steal / capacity, 4), 'loadavg_before': before['loadavg'],
             'loadavg_after': after['loadavg']}
-    print(f"Load during the run: other processes took {other:.2f} CPU-s of {cpus} CPUs x {wall:.1f} s "
-          f"({100 * load['other_share']:.1f}% of the machine), the hypervisor stole {steal:.2f} CPU-s "
-          f"({100 * load['steal_share']:.1f}%); load average {before['loadavg']:.2f} before, "
-          f"{after['loadavg']:.2f} after")
+
+
+def describe(load):
+    return (f"other processes took {load['other_cpu_s']:.2f} CPU-s of {load['cpus']} CPUs x {load['wall_s']:.1f} s "
+            f"({100 * load['other_share']:.1f}% of the machine), the hypervisor stole {load['steal_s']:.2f} CPU-s "
+            f"({100 * load['steal_share']:.1f}%); load average {load['loadavg_before']:.2f} before, "
+            f"{load['loadavg_after']:.2f} after")
+
+
+# How long `snapshot --show` watches the machine before the run: long enough for /proc/stat's
+# ticks (100 a second per CPU) to give the share within a few %, short beside any benchmark.
+BEFORE_WINDOW_S = 1.0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest='what', required=True)
+    s = sub.add_parser('snapshot')
+    s.add_argument('--pid', type=int, required=True, help="the benchmark script's process ($$)")
+    s.add_argument('--show', metavar='LABEL',
+                   help=f'first watch the machine for {BEFORE_WINDOW_S:.0f} s and print on stderr what it did, '
+                        'prefixed with LABEL')
+    r = sub.add_parser('report')
+    r.add_argument('--since', required=True, help='the output of snapshot')
+    r.add_argument('--pid', type=int, required=True, help='as for snapshot')
+    r.add_argument('--json-into', metavar='FILE')
+    a = ap.parse_args()
+    if a.what == 'snapshot':
+        start = snapshot(a.pid)
+        if a.show is not None:
+            time.sleep(BEFORE_WINDOW_S)
+            start_after_window = snapshot(a.pid)
+            before = load_between(start, start_after_window)
+            print(f"{a.show}: load before the run: {describe(before)}", file=sys.stderr)
+            start = dict(start_after_window, before=before)
+        print(json.dumps(start))
+        return 0
+    try:
+        start = json.loads(a.since)
+    except json.JSONDecodeError:
+        ap.error('--since: not the output of `machine_load.py snapshot`')
+    load = load_between(start, snapshot(a.pid))
+    if 'before' in start:
+        load['before'] = start['before']
+        print(f"Load just before the run: {describe(load['before'])}")
+    print(f"Load during the run: {describe(load)}")
     if a.json_into:
         with open(a.json_into) as f:
             report = json.load(f)

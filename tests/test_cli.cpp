@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_disturbance.hpp"
 #include "common/json_string.hpp"
 #include "palrt/pal/internal/barrier_strategies.hpp"
 #include "palrt/pal/membarrier.hpp"
@@ -414,6 +415,25 @@ TEST_CASE("palrt-startup doctor: a readable report of this machine, exit 0" * pa
   CHECK(shim.out.find("preload shim        loaded") != std::string::npos);
 }
 
+namespace {
+
+// A row with a CPU-timed twin (bench_report.hpp): the twin as a number, and the verdict as a
+// boolean that is the verdict of those two numbers (bench_disturbance.hpp). What either number
+// is depends on the machine, and is not checked: a --smoke slice whose thread lost its CPU for
+// the whole millisecond may even have a twin of 0.
+void check_cpu_twin(const json& row) {
+  CAPTURE(row.dump());
+  REQUIRE(row.contains("cpu_value"));
+  REQUIRE(row.at("cpu_value").is_number());
+  CHECK(row.at("cpu_value").get<double>() >= 0);
+  REQUIRE(row.contains("disturbed"));
+  REQUIRE(row.at("disturbed").is_boolean());
+  CHECK(row.at("disturbed").get<bool>() ==
+        palrt::bench::is_disturbed(row.at("value").get<double>(), row.at("cpu_value").get<double>()));
+}
+
+}  // namespace
+
 // The tools' smoke runs: palrt-bench --smoke is the shortest run that still prints every row of
 // the report, so these prove its format and measure nothing.
 TEST_CASE("palrt-bench: bad arguments exit 2; barrier --smoke --json parses with palrt beside its baselines") {
@@ -483,6 +503,7 @@ TEST_CASE("palrt-bench: handles --smoke --json parses with palrt beside mutex-fr
     CHECK((c == "alloc-release" || c == "alloc-release/burst=1024"));
     CHECK(row.at("metric").get<std::string>() == "ns_per_op");
     CHECK(row.at("value").get<double>() > 0);
+    check_cpu_twin(row);
     rows.insert(c + " " + row.at("variant").get<std::string>() + " " +
                 std::to_string(row.at("threads").get<int>()));
   }
@@ -638,10 +659,31 @@ TEST_CASE("palrt-bench: invoke --smoke --json parses with palrt beside condvar a
   INFO(two.err);
   REQUIRE(two.exit_code == 0);
   const json with_two = json::parse(two.out);
+  int twins = 0, verdicts_alone = 0;
   for (const auto& row : with_two.at("results")) {
-    const double expected = row.at("case").get<std::string>() == "wait-any-64" ? 1 : 2;
+    const std::string c = row.at("case").get<std::string>(), metric = row.at("metric").get<std::string>();
+    CAPTURE(c + " " + row.at("variant").get<std::string>() + " " + metric);
+    const double expected = c == "wait-any-64" ? 1 : 2;
     CHECK(row.at("threads").get<double>() == expected);
+    // The two callers and the server, timed by their CPU clocks beside the wall clock: post's
+    // rate has a twin, invoke's latencies take their run's verdict; invoke/idle's threads
+    // sleep by design and wait-any-64's wait, so neither has one; nor have the rows that
+    // count allocations or CPU time.
+    if (c == "post" && metric == "ops_per_s") {
+      check_cpu_twin(row);
+      ++twins;
+    } else if (c == "invoke" && (metric == "p50_ns" || metric == "p99_ns")) {
+      CHECK_FALSE(row.contains("cpu_value"));
+      REQUIRE(row.contains("disturbed"));
+      CHECK(row.at("disturbed").is_boolean());
+      ++verdicts_alone;
+    } else {
+      CHECK_FALSE(row.contains("cpu_value"));
+      CHECK_FALSE(row.contains("disturbed"));
+    }
   }
+  CHECK(twins == 3);
+  CHECK(verdicts_alone == 6);
 }
 
 namespace {

@@ -8,7 +8,8 @@ gc/young-sweep/100k-old, as scripts/bench-hosts.sh lists it beside the hosts' ro
   bench_runs.py --bench build/tools/palrt-bench/palrt-bench --component gc [--runs 5] [--json FILE]
 
 Rows of the component already in FILE are replaced; the others are kept. Prints the medians
-with each case's ratios against the first variant of its rows.
+with each case's ratios against the first variant of its rows, and for rows that palrt-bench
+judged, in how many runs it found them disturbed (its "disturbed": hosts_report.samples).
 """
 import argparse
 import json
@@ -43,8 +44,9 @@ def main():
     for r in results:
         base = first.setdefault((r['case'], r['metric']), r)
         ratio = r['value'] / base['value'] if base['value'] else float('nan')
+        note = f'  disturbed in {r["disturbed_runs"]} of {a.runs} runs' if r.get('disturbed_runs') else ''
         print(f'{r["case"]:32} {r["variant"]:22} {r["threads"]:2d} {r["metric"]:18} {r["value"]:14.4g} '
-              f'{ratio:8.3f}x of {base["variant"]}/{base["threads"]}')
+              f'{ratio:8.3f}x of {base["variant"]}/{base["threads"]}{note}')
 
 
 if __name__ == '__main__':

@@ -13,10 +13,15 @@ import sys
 
 
 class samples:
-    """Every run's figure for each row, in the order the rows first appeared."""
+    """Every run's figure for each row, in the order the rows first appeared. Rows that come with
+    palrt-bench's verdict (its "disturbed": the run's wall figure and the same figure timed by
+    its threads' CPU clocks differ by more than 10%) keep it too: the row's result then says in
+    how many of its runs it was disturbed, and gives the median of the CPU-timed figures."""
 
     def __init__(self):
         self.values = {}
+        self.cpu_values = {}
+        self.disturbed = {}
         self.order = []
 
     def add(self, row):
@@ -24,13 +29,27 @@ class samples:
         if key not in self.values:
             self.order.append(key)
         self.values.setdefault(key, []).append(row['value'])
+        if 'cpu_value' in row:
+            self.cpu_values.setdefault(key, []).append(row['cpu_value'])
+        if 'disturbed' in row:
+            self.disturbed.setdefault(key, []).append(bool(row['disturbed']))
 
     def median(self, case, variant, threads, metric):
         return statistics.median(self.values[(case, variant, threads, metric)])
 
     def results(self):
-        return [{'case': c, 'variant': v, 'threads': t, 'metric': m, 'value': statistics.median(self.values[k]),
-                 'samples': self.values[k]} for k in self.order for (c, v, t, m) in [k]]
+        out = []
+        for k in self.order:
+            c, v, t, m = k
+            r = {'case': c, 'variant': v, 'threads': t, 'metric': m, 'value': statistics.median(self.values[k]),
+                 'samples': self.values[k]}
+            if k in self.cpu_values:
+                r['cpu_value'] = statistics.median(self.cpu_values[k])
+                r['cpu_samples'] = self.cpu_values[k]
+            if k in self.disturbed:
+                r['disturbed_runs'] = sum(self.disturbed[k])
+            out.append(r)
+        return out
 
 
 def run_rotated(runs, cases, measure, label):

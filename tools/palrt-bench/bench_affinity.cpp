@@ -41,6 +41,16 @@ cpu_plan plan_cpus() {
   return plan;
 }
 
+int cpus_occupied(const std::vector<int>& assigned, bool all_pinned, int available) {
+  if (assigned.empty()) return 1;
+  if (!all_pinned) return std::max(1, std::min(static_cast<int>(assigned.size()), available));
+  std::vector<int> distinct;
+  for (const int cpu : assigned) {
+    if (std::find(distinct.begin(), distinct.end(), cpu) == distinct.end()) distinct.push_back(cpu);
+  }
+  return static_cast<int>(distinct.size());
+}
+
 affinity_guard::affinity_guard() noexcept {
   CPU_ZERO(&saved_);
   valid_ = sched_getaffinity(0, sizeof saved_, &saved_) == 0;

@@ -35,6 +35,12 @@ struct cpu_plan {
 // loads the others.
 cpu_plan plan_cpus();
 
+// How many CPUs a run's threads occupy when thread i was put on assigned[i]: the distinct
+// CPUs among those; where not every thread could be pinned, as many as the scheduler can give
+// them, min(threads, available); one where nothing was assigned (fewer than two CPUs allowed:
+// nothing is pinned). What a run's CPU-timed twin divides by (bench_timing.hpp).
+int cpus_occupied(const std::vector<int>& assigned, bool all_pinned, int available);
+
 // Restores the calling thread's affinity mask when it goes out of scope, so pinning the
 // measuring thread for one component does not leak into the next.
 class affinity_guard {

@@ -38,6 +38,7 @@
 
 #include "bench_affinity.hpp"
 #include "bench_component.hpp"
+#include "bench_cpu_clock.hpp"
 #include "bench_report.hpp"
 #include "bench_timing.hpp"
 
@@ -56,7 +57,7 @@ class busy_threads {
  public:
   // Starts `count` threads; thread i is pinned to load_cpus[i % size] when possible. Returns
   // once all of them are spinning.
-  busy_threads(int count, const std::vector<int>& load_cpus) : control_(std::make_shared<control>()) {
+  busy_threads(int count, const std::vector<int>& load_cpus) : control_(std::make_shared<control>(count)) {
     try {
       for (int i = 0; i < count; ++i) {
         const std::optional<int> cpu =
@@ -77,19 +78,29 @@ class busy_threads {
 
   int pinned() const noexcept { return control_->pinned.load(std::memory_order_relaxed); }
 
+  // The busy threads' CPU time so far, all of them together.
+  std::chrono::nanoseconds cpu_time() const {
+    std::chrono::nanoseconds sum{0};
+    for (const clockid_t clock : control_->clocks) sum += palrt::bench::cpu_time(clock);
+    return sum;
+  }
+
  private:
   struct control {
+    explicit control(int count) : clocks(static_cast<std::size_t>(count)) {}
     // On its own cache line: the busy threads read it in a tight loop, and no write of the
     // measuring thread to a neighbouring variable may invalidate it mid-measurement.
     alignas(64) std::atomic<bool> stop{false};
     alignas(64) std::atomic<int> spinning{0};
     std::atomic<int> pinned{0};
+    // Busy thread i's CPU clock, written by it before it counts itself in `spinning`.
+    std::vector<clockid_t> clocks;
   };
 
   palrt::pal::managed_thread start_busy_thread(int index, std::optional<int> cpu) {
     const std::string name = "bench-busy-" + std::to_string(index);
     try {
-      return palrt::pal::start_thread({name}, [c = control_, cpu] { spin(*c, cpu); });
+      return palrt::pal::start_thread({name}, [c = control_, cpu, index] { spin(*c, cpu, index); });
     } catch (const std::exception& e) {
       // The thread factory refuses when the registration it requires fails (a forced strategy
       // denied by seccomp, say); say which step failed, not only why.
@@ -97,12 +108,14 @@ class busy_threads {
     }
   }
 
-  static void spin(control& c, std::optional<int> cpu) {
+  static void spin(control& c, std::optional<int> cpu, int index) {
     // A thread that cannot be pinned keeps the mask it inherited (the measuring thread's,
     // before that is pinned) and runs where the scheduler puts it.
     if (cpu && pin_current_thread(*cpu)) c.pinned.fetch_add(1, std::memory_order_relaxed);
+    c.clocks[static_cast<std::size_t>(index)] = this_thread_cpu_clock();
     // Release, paired with the acquire in wait_until_spinning(): the starter that sees this
-    // thread counted also sees its `pinned` increment, so the progress line is right.
+    // thread counted also sees its `pinned` increment and its clock, so the progress line is
+    // right and cpu_time() reads every clock.
     c.spinning.fetch_add(1, std::memory_order_release);
     // Relaxed: `stop` publishes no data, the thread only has to see it eventually. A relaxed
     // load is a plain load on x86-64 and arm64, so the loop keeps the CPU busy in user mode,
@@ -214,7 +227,9 @@ std::string describe_flush_case(const bench_settings& settings) {
   return "one process-wide barrier per op, called in a loop by the measuring thread; threads = other "
          "threads of the process spinning busy meanwhile, pinned to CPUs other than the measuring "
          "thread's where possible (more busy threads than CPUs share them); they do no ops, they are "
-         "what each barrier must reach. ns_per_op = the measuring thread's wall time / its flushes, "
+         "what each barrier must reach. ns_per_op = the measuring thread's wall time / its flushes "
+         "(its CPU-timed twin: the CPU time of the measuring thread and the busy threads per CPU they "
+         "occupy / the flushes), "
          "per slice of 1 ms (or of the slowest op), the variants' slices interleaved in shuffled "
          "order; median of the slices of each of " +
          std::to_string(settings.repetitions()) + " repetitions of " + std::to_string(budget_ms) +
@@ -257,12 +272,34 @@ void run_barrier(const bench_settings& settings, bench_report& report) {
                     (threads == 1 ? "" : "s") + " (" + where + "): " + std::to_string(variants.size()) +
                     " variants x " + std::to_string(settings.repetitions()) + " repetitions");
 
-    const auto samples = sample_ns_per_op_interleaved(variants, settings.repetitions(), settings.run_budget());
+    // The CPU-timed twin counts the busy threads beside the flushing one: a barrier costs what
+    // it costs because they run (a busy thread another process has descheduled needs no IPI),
+    // so a run in which they lost their CPUs is as disturbed as one in which the flushing
+    // thread lost its own. Their clocks are read around each run, just outside it.
+    // Per CPU they occupy: two busy threads on the one load CPU of a 2-vCPU machine share it.
+    std::vector<int> occupied;
+    if (plan.measuring_cpu) occupied.push_back(*plan.measuring_cpu);
+    for (int i = 0; i < threads && !plan.load_cpus.empty(); ++i)
+      occupied.push_back(plan.load_cpus[static_cast<std::size_t>(i) % plan.load_cpus.size()]);
+    const int cpus = cpus_occupied(occupied, measuring_pinned && busy.pinned() == threads,
+                                   static_cast<int>(plan.load_cpus.size()) + 1);
+    std::vector<measured_variant> with_busy;
+    for (const auto& v : variants) {
+      with_busy.push_back({v.name, [&busy, cpus, run = v.run](std::chrono::nanoseconds budget) {
+                             const std::chrono::nanoseconds busy_before = busy.cpu_time();
+                             timed_run r = run(budget);
+                             const std::chrono::nanoseconds busy_cpu = busy.cpu_time() - busy_before;
+                             r.cpu = (r.cpu + busy_cpu) / cpus;
+                             return r;
+                           }});
+    }
+    const auto samples = sample_ns_per_op_interleaved(with_busy, settings.repetitions(), settings.run_budget());
     for (std::size_t i = 0; i < variants.size(); ++i) {
-      const sample_spread s = spread_of(samples[i]);
-      report.add({flush_case, variants[i].name, threads, ns_per_op, s.median});
+      const sample_spread s = spread_of(samples[i].wall);
+      const double cpu = median(samples[i].cpu);
+      report.add({flush_case, variants[i].name, threads, ns_per_op, s.median, cpu});
       report.progress("  " + variants[i].name + ": " + format_ns(s.median) + " ns/op (repetitions " +
-                      format_ns(s.min) + " .. " + format_ns(s.max) + ")");
+                      format_ns(s.min) + " .. " + format_ns(s.max) + ")" + cpu_clock_note(s.median, cpu));
     }
   }
 }

@@ -200,14 +200,12 @@ measured_variant hit_variant(std::string name, std::shared_ptr<const std::vector
               const std::uint64_t mask = identities->size() - 1;
               const std::uint64_t offset = static_cast<std::uint64_t>(member) * 37;
               std::uint64_t i = s->next[static_cast<std::size_t>(member)];
-              member_run& r = s->runs[static_cast<std::size_t>(member)];
-              r.start = bench_clock::now();
+              const auto start = bench_clock::now();
               const timed_run t = run_for(budget, [&] { lookup(ids[(i++ + offset) & mask]); });
-              r.end = r.start + t.elapsed;
-              r.ops = t.ops;
+              s->runs[static_cast<std::size_t>(member)] = member_run::of(start, t);
               s->next[static_cast<std::size_t>(member)] = i;
             });
-            return team_result(s->runs);
+            return team_result(s->runs, team->cpus_used());
           }};
 }
 

@@ -219,11 +219,11 @@ void mutate(design_rig& rig, mutator& m, int member, bench_clock::time_point unt
     made = true;
     return gc::make_object<bench_wrapper>(rig.rt.gc, id);
   };
-  m.run.start = bench_clock::now();
-  auto now = m.run.start;
+  const stopwatch timer;
+  auto now = timer.started();
   // The creations' schedule: one every creation_period. A mutator that fell behind catches
   // up at one creation per round of lookups, never in a burst.
-  auto next_creation = m.run.start;
+  auto next_creation = timer.started();
   while (now < until) {
     // One creation when it is due, for the next identity whose last record retired.
     for (std::size_t tries = 0; now >= next_creation && tries < pool_per_mutator; ++tries) {
@@ -256,8 +256,7 @@ void mutate(design_rig& rig, mutator& m, int member, bench_clock::time_point unt
       m.lookups.record(std::chrono::duration_cast<std::chrono::nanoseconds>(now - t0).count());
     }
   }
-  m.run.end = now;
-  m.run.ops = m.created;
+  m.run = member_run::of(timer.started(), timer.stop(m.created));
 }
 
 // What settling after a slice found, of the drops it counts.
@@ -289,6 +288,7 @@ settled settle_slice(design_rig& rig, std::int64_t slice_end, std::int64_t count
 
 struct repetition_values {
   std::vector<double> p50, p99, wait_p50, wait_p99, rate;
+  std::vector<double> cpu_rate;  // the rate's CPU-timed twin: creations / the mutators' mean CPU time
 };
 
 }  // namespace
@@ -342,7 +342,7 @@ void run_sustained(const bench_settings& settings, bench_report& report, int thr
   for (int rep = -1; rep < settings.repetitions(); ++rep) {  // -1: warm-up (one slice each), discarded
     std::vector<latency_histogram> settled_waits(n);
     std::vector<std::uint64_t> created(n, 0);
-    std::vector<double> elapsed_ns(n, 0.0);
+    std::vector<double> elapsed_ns(n, 0.0), cpu_ns(n, 0.0);
     for (auto& per_design : mutators) {
       for (auto& m : per_design) {
         m.lookups.reset();
@@ -368,7 +368,9 @@ void run_sustained(const bench_settings& settings, bench_report& report, int thr
           runs.push_back(m.run);
           created[i] += m.created;
         }
-        elapsed_ns[i] += static_cast<double>(team_result(runs).elapsed.count());
+        const timed_run slice_run = team_result(runs, team->cpus_used());
+        elapsed_ns[i] += static_cast<double>(slice_run.elapsed.count());
+        cpu_ns[i] += static_cast<double>(slice_run.cpu.count());
         const std::uint64_t collections = rig.rt.gc.counters().collections - collections_before;
         const settled after = settle_slice(rig, now_ns(), counted_until, settled_waits[i]);
         if (rep >= 0) {
@@ -392,6 +394,7 @@ void run_sustained(const bench_settings& settings, bench_report& report, int thr
       values[i].wait_p50.push_back(waits.quantile(0.50));
       values[i].wait_p99.push_back(waits.quantile(0.99));
       values[i].rate.push_back(elapsed_ns[i] > 0 ? static_cast<double>(created[i]) * 1e9 / elapsed_ns[i] : 0.0);
+      values[i].cpu_rate.push_back(cpu_ns[i] > 0 ? static_cast<double>(created[i]) * 1e9 / cpu_ns[i] : 0.0);
     }
   }
 
@@ -410,11 +413,15 @@ void run_sustained(const bench_settings& settings, bench_report& report, int thr
     const sample_spread p50 = spread_of(values[i].p50), p99 = spread_of(values[i].p99),
                         w50 = spread_of(values[i].wait_p50), w99 = spread_of(values[i].wait_p99),
                         rate = spread_of(values[i].rate);
-    report.add({sustained_case, name, threads, "p50_ns", p50.median});
-    report.add({sustained_case, name, threads, "p99_ns", p99.median});
-    report.add({sustained_case, name, threads, "queue_wait_p50_ns", w50.median});
-    report.add({sustained_case, name, threads, "queue_wait_p99_ns", w99.median});
-    report.add({sustained_case, name, threads, "ops_per_s", rate.median});
+    // The rate has a CPU-timed twin (the mutators' CPU clocks); the latencies, measured in the
+    // same slices, take its verdict.
+    const double cpu_rate = median(values[i].cpu_rate);
+    const bool disturbed = is_disturbed(rate.median, cpu_rate);
+    report.add({sustained_case, name, threads, "p50_ns", p50.median, std::nullopt, disturbed});
+    report.add({sustained_case, name, threads, "p99_ns", p99.median, std::nullopt, disturbed});
+    report.add({sustained_case, name, threads, "queue_wait_p50_ns", w50.median, std::nullopt, disturbed});
+    report.add({sustained_case, name, threads, "queue_wait_p99_ns", w99.median, std::nullopt, disturbed});
+    report.add({sustained_case, name, threads, "ops_per_s", rate.median, cpu_rate});
     char buf[640];
     std::snprintf(buf, sizeof buf,
                   "  %s: lookup p50 %.0f ns, p99 %.0f ns (repetitions %.0f .. %.0f); queue wait p50 %.0f us, p99 %.0f "
@@ -424,7 +431,7 @@ void run_sustained(const bench_settings& settings, bench_report& report, int thr
                   w99.min / 1e3, w99.max / 1e3, rate.median / 1e6, static_cast<unsigned long long>(t.collections),
                   static_cast<unsigned long long>(t.counted), static_cast<unsigned long long>(t.cut_short),
                   static_cast<unsigned long long>(t.skipped));
-    report.progress(buf);
+    report.progress(buf + cpu_clock_note(rate.median, cpu_rate));
   }
   // The rigs go (each settles its runtime and stops its finalizer) before the team's threads.
   rigs.clear();

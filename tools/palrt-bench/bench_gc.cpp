@@ -29,7 +29,8 @@
 //                           `rounds-reverse-order` promote the same chains with rounds of
 //                           promote_dependents until one marks nothing (2 rounds, and 4,001).
 //                           Target: reverse-order <= 2x walk-order.
-// Each collection is timed alone (two clock reads around it, ~40 ns beside microseconds);
+// Each collection is timed alone (two clock reads around it, ~40 ns beside microseconds; its
+// CPU-timed twin by the collecting threads' CPU clocks, read outside that wall time);
 // variants alternate collection by collection in shuffled order, and a row is the median of
 // the repetitions' medians.
 #include <algorithm>
@@ -73,12 +74,27 @@ static_assert(sizeof(object) == 32);
 struct variant_timing {
   std::string name;
   std::function<void()> prepare;  // untimed, before each collection
-  std::function<void()> collect;  // timed
-  std::vector<double> repetition_medians;
+  // Timed: one collection, by both clocks (on_this_thread, or run_timed for a team): its wall
+  // time and the CPU time of the threads that ran it per CPU they occupied.
+  std::function<timed_run()> collect;
+  std::vector<double> repetition_medians;      // ns per collection
+  std::vector<double> cpu_repetition_medians;  // their twins
 };
 
+// A collection run on the calling thread, timed by a stopwatch (whose CPU clock reads stay out
+// of the wall time: a young collection takes a few microseconds, two reads ~3 us).
+template <class Collect>
+std::function<timed_run()> on_this_thread(Collect collect) {
+  return [collect]() mutable {
+    const stopwatch timer;
+    collect();
+    return timer.stop(1);
+  };
+}
+
 // Runs each variant's collection `per_repetition` times per repetition, alternating the
-// variants in shuffled order collection by collection; each repetition's median per variant.
+// variants in shuffled order collection by collection; each repetition's median per variant,
+// by the wall clock and by the collecting threads' CPU clocks.
 void measure(std::vector<variant_timing>& variants, int repetitions, int per_repetition) {
   std::minstd_rand shuffler(0x9c01);
   std::vector<std::size_t> order(variants.size());
@@ -88,19 +104,20 @@ void measure(std::vector<variant_timing>& variants, int repetitions, int per_rep
     v.collect();
   }
   for (int rep = 0; rep < repetitions; ++rep) {
-    std::vector<std::vector<double>> ns(variants.size());
+    std::vector<std::vector<double>> ns(variants.size()), cpu_ns(variants.size());
     for (int c = 0; c < per_repetition; ++c) {
       std::shuffle(order.begin(), order.end(), shuffler);
       for (std::size_t i : order) {
         variants[i].prepare();
-        const auto start = bench_clock::now();
-        variants[i].collect();
-        const auto end = bench_clock::now();
-        ns[i].push_back(static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count()));
+        const timed_run r = variants[i].collect();
+        ns[i].push_back(static_cast<double>(r.elapsed.count()));
+        cpu_ns[i].push_back(static_cast<double>(r.cpu.count()));
       }
     }
-    for (std::size_t i = 0; i < variants.size(); ++i)
+    for (std::size_t i = 0; i < variants.size(); ++i) {
       variants[i].repetition_medians.push_back(median(std::move(ns[i])));
+      variants[i].cpu_repetition_medians.push_back(median(std::move(cpu_ns[i])));
+    }
   }
 }
 
@@ -142,15 +159,15 @@ void young_sweep(const bench_settings& settings, bench_report& report) {
   auto alive = [](void* o) { return is_marked(o); };
   std::size_t cleared = 0;
   std::vector<variant_timing> variants;
-  variants.push_back({"aged", store_young, [&] {
+  variants.push_back({"aged", store_young, on_this_thread([&] {
                         handle_walk walk(t.table, handle_kind::weak_short, 0);
                         cleared += walk.sweep(alive);
                         t.table.age_handles(0, 1);
-                      }, {}});
-  variants.push_back({"full", store_young, [&] {
+                      }), {}, {}});
+  variants.push_back({"full", store_young, on_this_thread([&] {
                         cleared += t.table.sweep_weak(handle_kind::weak_short, alive);
                         t.table.age_handles(0, 1);
-                      }, {}});
+                      }), {}, {}});
   report.progress(name + ": aged and full young collections");
   measure(variants, settings.repetitions(), settings.smoke ? 3 : settings.quick ? 50 : 200);
   if (cleared != 0) throw std::runtime_error("gc young-sweep: a sweep cleared a live handle");
@@ -159,8 +176,8 @@ void young_sweep(const bench_settings& settings, bench_report& report) {
                                  " young weak handles: aged = handle_walk of the blocks of age 0, full = "
                                  "sweep_weak over every slot; threads = GC threads.");
   const double aged = median(variants[0].repetition_medians), full = median(variants[1].repetition_medians);
-  report.add({name, "aged", 1, "ns_per_collection", aged});
-  report.add({name, "full", 1, "ns_per_collection", full});
+  report.add({name, "aged", 1, "ns_per_collection", aged, median(variants[0].cpu_repetition_medians)});
+  report.add({name, "full", 1, "ns_per_collection", full, median(variants[1].cpu_repetition_medians)});
   const std::string v = verdict("aged/full", aged / full, 0.05, true);
   report.progress("target (" + name + "): " + v);
   report.describe_case("targets (" + name + ")", v + ".");
@@ -197,11 +214,11 @@ void parallel_sweep(const bench_settings& settings, bench_report& report) {
                             [cpu] {
                               if (cpu >= 0) pin_current_thread(cpu);
                             },
-                            [&] {
+                            on_this_thread([&] {
                               handle_walk walk(t.table, handle_kind::weak_short);
                               sweep(walk);
-                            },
-                            {}});
+                            }),
+                            {}, {}});
         variant_threads.push_back(1);
       }
     } else {
@@ -212,10 +229,15 @@ void parallel_sweep(const bench_settings& settings, bench_report& report) {
                             if (home >= 0) pin_current_thread(home);
                           },
                           [&] {
+                            // The wall time from before the walk is made to the team's
+                            // return, the members' CPU times from theirs (run_timed).
+                            const auto start = bench_clock::now();
                             handle_walk walk(t.table, handle_kind::weak_short);
-                            team->run([&](int) { sweep(walk); });
+                            timed_run r = run_timed(*team, [&](int) { sweep(walk); });
+                            r.elapsed = bench_clock::now() - start;
+                            return r;
                           },
-                          {}});
+                          {}, {}});
       variant_threads.push_back(threads);
     }
   }
@@ -228,20 +250,23 @@ void parallel_sweep(const bench_settings& settings, bench_report& report) {
                                  "palrt row is the harmonic mean of the medians of one thread pinned to each CPU in "
                                  "turn (palrt@cpuN rows): the vCPUs differ in speed, and perfect 2-thread scaling is "
                                  "the sum of their rates.");
-  double rates = 0, one = 0, two = 0;
+  double rates = 0, cpu_rates = 0, one = 0, two = 0;
   int singles = 0;
   for (std::size_t i = 0; i < variants.size(); ++i) {
     const double v = median(variants[i].repetition_medians) / static_cast<double>(n);
-    report.add({name, variants[i].name, variant_threads[i], "ns_per_op", v});
+    const double cpu = median(variants[i].cpu_repetition_medians) / static_cast<double>(n);
+    report.add({name, variants[i].name, variant_threads[i], "ns_per_op", v, cpu});
     if (variant_threads[i] == 1) {
       rates += 1.0 / v;
+      cpu_rates += 1.0 / cpu;
       ++singles;
     } else if (variant_threads[i] == 2) {
       two = v;
     }
   }
   if (singles > 0) one = singles / rates;
-  if (singles > 1) report.add({name, std::string(palrt_variant), 1, "ns_per_op", one});
+  // The mean rate's twin is the mean of the twins' rates, as the rows it is made from.
+  if (singles > 1) report.add({name, std::string(palrt_variant), 1, "ns_per_op", one, singles / cpu_rates});
   if (singles > 0 && two > 0) {
     const std::string v = verdict("2 threads faster than 1 by", one / two, 1.8, false);
     report.progress("target (" + name + "): " + v);
@@ -262,16 +287,16 @@ void sweep_relocate(const bench_settings& settings, bench_report& report) {
   t.fill(from, 0, n);
   std::size_t cleared = 0;
   std::vector<variant_timing> variants;
-  variants.push_back({"sweep-relocate", [] {}, [&] {
+  variants.push_back({"sweep-relocate", [] {}, on_this_thread([&] {
                         handle_walk walk(t.table, handle_kind::weak_short);
                         cleared +=
                             walk.sweep_relocate([](void* o) -> void* { return static_cast<object*>(o)->forward; });
-                      }, {}});
-  variants.push_back({"sweep", [] {}, [&] {
+                      }), {}, {}});
+  variants.push_back({"sweep", [] {}, on_this_thread([&] {
                         cleared += t.table.sweep_weak(handle_kind::weak_short, [](void* o) {
                           return static_cast<object*>(o)->forward != nullptr;
                         });
-                      }, {}});
+                      }), {}, {}});
   report.progress(name + ": the single sweep-and-relocate pass and a sweep alone");
   measure(variants, settings.repetitions(), settings.smoke ? 2 : settings.quick ? 5 : 15);
   if (cleared != 0) throw std::runtime_error("gc sweep-relocate: a live handle was cleared");
@@ -281,8 +306,10 @@ void sweep_relocate(const bench_settings& settings, bench_report& report) {
                                  "test reads the same word; threads = GC threads.");
   const double both = median(variants[0].repetition_medians) / static_cast<double>(n);
   const double sweep_only = median(variants[1].repetition_medians) / static_cast<double>(n);
-  report.add({name, "sweep-relocate", 1, "ns_per_op", both});
-  report.add({name, "sweep", 1, "ns_per_op", sweep_only});
+  report.add({name, "sweep-relocate", 1, "ns_per_op", both,
+              median(variants[0].cpu_repetition_medians) / static_cast<double>(n)});
+  report.add({name, "sweep", 1, "ns_per_op", sweep_only,
+              median(variants[1].cpu_repetition_medians) / static_cast<double>(n)});
   const std::string v = verdict("sweep-relocate/sweep", both / sweep_only, 1.2, true);
   report.progress("target (" + name + "): " + v);
   report.describe_case("targets (" + name + ")", v + ".");
@@ -348,10 +375,10 @@ void dependent_chain_case(const bench_settings& settings, bench_report& report) 
     while (c.table.promote_dependents(is_alive, mark) != 0) stack.clear();
   };
   std::vector<variant_timing> variants;
-  variants.push_back({"walk-order", [] {}, [&] { linear(forward); }, {}});
-  variants.push_back({"reverse-order", [] {}, [&] { linear(backward); }, {}});
-  variants.push_back({"rounds-walk-order", [] {}, [&] { rounds(forward); }, {}});
-  variants.push_back({"rounds-reverse-order", [] {}, [&] { rounds(backward); }, {}});
+  variants.push_back({"walk-order", [] {}, on_this_thread([&] { linear(forward); }), {}, {}});
+  variants.push_back({"reverse-order", [] {}, on_this_thread([&] { linear(backward); }), {}, {}});
+  variants.push_back({"rounds-walk-order", [] {}, on_this_thread([&] { rounds(forward); }), {}, {}});
+  variants.push_back({"rounds-reverse-order", [] {}, on_this_thread([&] { rounds(backward); }), {}, {}});
   report.progress(name + ": a chain's promotion in and against the walk order, linear and by rounds");
   measure(variants, settings.repetitions(), settings.smoke ? 1 : settings.quick ? 3 : 5);
   linear(backward);
@@ -366,7 +393,8 @@ void dependent_chain_case(const bench_settings& settings, bench_report& report) 
   std::vector<double> per_link;
   for (auto& v : variants) {
     per_link.push_back(median(v.repetition_medians) / static_cast<double>(n));
-    report.add({name, v.name, 1, "ns_per_op", per_link.back()});
+    report.add(
+        {name, v.name, 1, "ns_per_op", per_link.back(), median(v.cpu_repetition_medians) / static_cast<double>(n)});
   }
   const std::string v = verdict("reverse-order/walk-order", per_link[1] / per_link[0], 2.0, true);
   report.progress("target (" + name + "): " + v);

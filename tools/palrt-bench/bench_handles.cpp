@@ -154,19 +154,18 @@ measured_variant team_variant(std::string name, std::shared_ptr<Pool> pool, std:
             team->run([&](int member) {
               Pool& p = *pool;
               slot* held = s->sets[static_cast<std::size_t>(member)]->held();
-              member_run& r = s->runs[static_cast<std::size_t>(member)];
-              r.start = bench_clock::now();
-              const timed_run t = run_for(budget, [&] {
+              const auto start = bench_clock::now();
+              timed_run t = run_for(budget, [&] {
                 for (int i = 0; i < burst; ++i) {
                   held[i] = p.allocate(some_object);
                   escape(Pool::address(held[i]));
                 }
                 for (int i = 0; i < burst; ++i) escape(p.release(held[i]));
               });
-              r.end = r.start + t.elapsed;
-              r.ops = t.ops * static_cast<std::uint64_t>(burst);
+              t.ops *= static_cast<std::uint64_t>(burst);  // run_for counted bursts
+              s->runs[static_cast<std::size_t>(member)] = member_run::of(start, t);
             });
-            return team_result(s->runs);
+            return team_result(s->runs, team->cpus_used());
           }};
 }
 
@@ -203,13 +202,14 @@ struct measured {
   int threads;
   std::string variant;
   double value;
+  double cpu_value;  // the CPU-timed twin
 };
 
-std::optional<double> find(const std::vector<measured>& all, int burst, int threads, std::string_view variant) {
+const measured* find(const std::vector<measured>& all, int burst, int threads, std::string_view variant) {
   for (const auto& m : all) {
-    if (m.burst == burst && m.threads == threads && m.variant == variant) return m.value;
+    if (m.burst == burst && m.threads == threads && m.variant == variant) return &m;
   }
-  return std::nullopt;
+  return nullptr;
 }
 
 // The targets of one case, each as one line: the numbers, the threshold, met or missed.
@@ -218,22 +218,30 @@ std::vector<std::string> verdicts(const std::vector<measured>& all, int burst) {
   char buf[256];
   const bool small = burst == target_burst;
   const double scaling_target = small ? 1.8 : 1.6;
-  const auto one = find(all, burst, 1, palrt_variant);
-  const auto two = find(all, burst, 2, palrt_variant);
-  const auto mutex_two = find(all, burst, 2, "mutex-freelist");
+  const measured* one = find(all, burst, 1, palrt_variant);
+  const measured* two = find(all, burst, 2, palrt_variant);
+  const measured* mutex_two = find(all, burst, 2, "mutex-freelist");
   if (one) {
-    std::snprintf(buf, sizeof buf, "palrt at 1 thread %.2f ns per pair (target <= 10 ns): %s", *one,
-                  *one <= 10.0 ? "met" : "MISSED");
+    std::snprintf(buf, sizeof buf, "palrt at 1 thread %.2f ns per pair (target <= 10 ns): %s", one->value,
+                  one->value <= 10.0 ? "met" : "MISSED");
     lines.emplace_back(buf);
   }
   if (one && two) {
-    const double scaling = *one / *two;
-    std::snprintf(buf, sizeof buf, "palrt 2-thread aggregate %.2fx one thread (target >= %.2fx): %s", scaling,
-                  scaling_target, scaling >= scaling_target ? "met" : "MISSED");
+    // By the wall clock, and by the threads' CPU clocks, which a run that others disturbed
+    // leaves as they would have been (issue 27: the target is met by the CPU-timed figures in
+    // every undisturbed run, and by the wall figures' medians).
+    const double scaling = one->value / two->value;
+    const double cpu_scaling = one->cpu_value / two->cpu_value;
+    const bool disturbed = is_disturbed(one->value, one->cpu_value) || is_disturbed(two->value, two->cpu_value);
+    std::snprintf(buf, sizeof buf,
+                  "palrt 2-thread aggregate %.2fx one thread (target >= %.2fx): %s; by the threads' CPU clocks "
+                  "%.2fx: %s%s",
+                  scaling, scaling_target, scaling >= scaling_target ? "met" : "MISSED", cpu_scaling,
+                  cpu_scaling >= scaling_target ? "met" : "MISSED", disturbed ? " (a disturbed run)" : "");
     lines.emplace_back(buf);
   }
   if (small && two && mutex_two) {
-    const double speedup = *mutex_two / *two;
+    const double speedup = mutex_two->value / two->value;
     std::snprintf(buf, sizeof buf, "palrt at 2 threads %.2fx faster than mutex-freelist (target >= 3.00x): %s",
                   speedup, speedup >= 3.0 ? "met" : "MISSED");
     lines.emplace_back(buf);
@@ -265,11 +273,12 @@ void run_handles(const bench_settings& settings, bench_report& report) {
                       " repetitions");
       const auto samples = sample_ns_per_op_interleaved(variants, settings.repetitions(), settings.run_budget());
       for (std::size_t i = 0; i < variants.size(); ++i) {
-        const sample_spread s = spread_of(samples[i]);
-        report.add({name, variants[i].name, threads, ns_per_op, s.median});
-        all.push_back({burst, threads, variants[i].name, s.median});
+        const sample_spread s = spread_of(samples[i].wall);
+        const double cpu = median(samples[i].cpu);
+        report.add({name, variants[i].name, threads, ns_per_op, s.median, cpu});
+        all.push_back({burst, threads, variants[i].name, s.median, cpu});
         report.progress("  " + variants[i].name + ": " + format_ns(s.median) + " ns/op (repetitions " +
-                        format_ns(s.min) + " .. " + format_ns(s.max) + ")");
+                        format_ns(s.min) + " .. " + format_ns(s.max) + ")" + cpu_clock_note(s.median, cpu));
       }
     }
   }

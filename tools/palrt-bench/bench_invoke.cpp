@@ -24,10 +24,13 @@
 // and one per call for the caller: the textbook ping-pong), asio (boost::asio::io_context
 // and boost::asio::post, the call's completion signalled as in condvar).
 // `threads` counts the calling threads; there is one server thread per variant.
+// Disturbed runs (bench_report.hpp): post's ops_per_s has a CPU-timed twin, from the CPU
+// clocks of the callers (each over its part of a slice) and of the server (over the slice),
+// per CPU they occupy; invoke's p50_ns / p99_ns take the same run's verdict. invoke/idle has
+// none: its threads sleep by design.
 // Targets (issue 15): post ops_per_s >= 1.5x condvar and asio at 1 caller, >= 1.0x at 2; invoke
 // p50 <= 0.25x condvar; invoke/idle p50 no worse than condvar; 0 allocs per invoke and post.
 
-#include <pthread.h>
 #include <sched.h>
 #include <time.h>
 
@@ -60,6 +63,7 @@
 #include "alloc_counter.hpp"
 #include "bench_affinity.hpp"
 #include "bench_component.hpp"
+#include "bench_cpu_clock.hpp"
 #include "bench_latency.hpp"
 #include "bench_report.hpp"
 #include "bench_timing.hpp"
@@ -79,20 +83,6 @@ constexpr std::uint64_t max_outstanding_posts = 1024;
 constexpr std::chrono::milliseconds idle_gap{1};
 constexpr int idle_calls_per_slice = 4;
 
-// The CPU time a thread has used so far, from its CPU-time clock.
-std::int64_t thread_cpu_ns(clockid_t clock) {
-  timespec ts{};
-  if (::clock_gettime(clock, &ts) != 0) return 0;
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-// The calling thread's CPU-time clock; a server learns its thread's by running this there.
-clockid_t current_thread_cpu_clock() {
-  clockid_t clock{};
-  if (::pthread_getcpuclockid(::pthread_self(), &clock) != 0) throw std::runtime_error("pthread_getcpuclockid failed");
-  return clock;
-}
-
 // --- Servers: one thread each, serving one variant --------------------------------------------
 
 class server {
@@ -106,17 +96,18 @@ class server {
   // Pins the server thread to `cpu` (best effort).
   virtual void pin(int cpu) = 0;
   // The server thread's CPU time so far.
-  std::int64_t worker_cpu_ns() const { return thread_cpu_ns(cpu_clock_); }
+  std::int64_t worker_cpu_ns() const { return cpu_time(cpu_clock_).count(); }
 
  protected:
-  clockid_t cpu_clock_{};  // set by each server once its thread runs
+  // Set by each server once its thread runs: this_thread_cpu_clock() run there.
+  clockid_t cpu_clock_{};
 };
 
 class palrt_server final : public server {
  public:
   palrt_server() {
     manager_.ensure_worker_started();
-    cpu_clock_ = manager_.invoke(sync::work_priority::normal, [] { return current_thread_cpu_clock(); });
+    cpu_clock_ = manager_.invoke(sync::work_priority::normal, [] { return this_thread_cpu_clock(); });
   }
   ~palrt_server() override { (void)manager_.stop(); }
   std::uint64_t invoke(std::uint64_t x) override {
@@ -151,7 +142,7 @@ class condvar_server final : public server {
       std::lock_guard lock(mutex_);
       queue_.emplace_back([&] {
         std::lock_guard known_lock(m);
-        cpu_clock_ = current_thread_cpu_clock();
+        cpu_clock_ = this_thread_cpu_clock();
         known = true;
         cv.notify_one();
       });
@@ -231,7 +222,7 @@ class asio_server final : public server {
     bool known = false;
     boost::asio::post(context_, [&] {
       std::lock_guard known_lock(m);
-      cpu_clock_ = current_thread_cpu_clock();
+      cpu_clock_ = this_thread_cpu_clock();
       known = true;
       cv.notify_one();
     });
@@ -353,6 +344,15 @@ struct contender {
   std::uint64_t ops = 0;
   std::uint64_t allocs = 0;
   std::int64_t elapsed_ns = 0;
+  // invoke and post: the repetition's wall time and its CPU-timed twin (bench_timing.hpp's
+  // timed_run), summed over the variant's slices: each slice's wall time against the CPU
+  // time of the calling threads over their part of it and of the server thread over it, per
+  // CPU they occupy (the server's and the callers'). What the rows' `disturbed` and post's
+  // cpu_value come from. invoke/idle has none: its threads sleep by design (1 ms before each
+  // call, the server parked), so neither clock comparison can tell others' disturbance from
+  // the case's own idling.
+  double clocked_wall_ns = 0;
+  double clocked_cpu_ns = 0;
 };
 
 double percentile(std::vector<std::uint32_t>& v, double p) {
@@ -362,11 +362,33 @@ double percentile(std::vector<std::uint32_t>& v, double p) {
   return v[k];
 }
 
+// Runs fn on every caller, as one slice of contender c, and returns the slice's wall time.
+// Clocked (invoke, post): adds the slice to contender::clocked_*, with each caller's CPU time
+// over its part, which fn wrote to callers_cpu[caller], and the server's, read around the
+// slice; `cpus` = the CPUs the callers and the server occupy.
+std::chrono::nanoseconds run_slice(contender& c, caller_team& team, const std::function<void(int)>& fn,
+                                   const std::vector<std::chrono::nanoseconds>* callers_cpu, int cpus) {
+  const std::int64_t server_before = callers_cpu ? c.srv->worker_cpu_ns() : 0;
+  const auto start = bench_clock::now();
+  team.run(fn);
+  const std::chrono::nanoseconds wall = bench_clock::now() - start;
+  if (!callers_cpu) return wall;
+  auto cpu = static_cast<double>(c.srv->worker_cpu_ns() - server_before);
+  for (const std::chrono::nanoseconds k : *callers_cpu) cpu += static_cast<double>(k.count());
+  c.clocked_wall_ns += static_cast<double>(wall.count());
+  c.clocked_cpu_ns += cpu / cpus;
+  return wall;
+}
+
 // One slice of `budget` for one contender, on every caller. Idle (invoke/idle): each caller
-// makes idle_calls_per_slice calls instead, each after sleeping idle_gap.
-void invoke_slice(contender& c, caller_team& team, std::chrono::nanoseconds budget, bool record, bool idle = false) {
+// makes idle_calls_per_slice calls instead, each after sleeping idle_gap. `cpus`: the CPUs the
+// callers and the server occupy, for the slice's CPU-timed twin (not idle's: run_slice).
+void invoke_slice(contender& c, caller_team& team, std::chrono::nanoseconds budget, bool record, int cpus,
+                  bool idle = false) {
   std::atomic<std::uint64_t> ops{0};
+  std::vector<std::chrono::nanoseconds> callers_cpu(c.latencies.size());  // before allocs_before: not counted
   const std::function<void(int)> fn = [&](int caller) {
+    const stopwatch timer;
     auto& lat = c.latencies[static_cast<std::size_t>(caller)];
     std::uint64_t n = 0, x = 0;
     const auto keep = [&](std::int64_t t0, std::int64_t t1) {
@@ -388,19 +410,22 @@ void invoke_slice(contender& c, caller_team& team, std::chrono::nanoseconds budg
         t0 = t1;
       }
     }
+    callers_cpu[static_cast<std::size_t>(caller)] = timer.stop(n).cpu;
     ops.fetch_add(n, std::memory_order_relaxed);  // relaxed: read after run() returns
   };
   const std::uint64_t allocs_before = heap_allocations();
-  team.run(fn);
+  (void)run_slice(c, team, fn, record && !idle ? &callers_cpu : nullptr, cpus);
   if (record) {
     c.allocs += heap_allocations() - allocs_before;
     c.ops += ops.load(std::memory_order_relaxed);
   }
 }
 
-void post_slice(contender& c, caller_team& team, std::chrono::nanoseconds budget, bool record) {
+void post_slice(contender& c, caller_team& team, std::chrono::nanoseconds budget, bool record, int cpus) {
   std::atomic<std::uint64_t> posted_total{0};
+  std::vector<std::chrono::nanoseconds> callers_cpu(c.executed.size());  // before allocs_before: not counted
   const std::function<void(int)> fn = [&](int caller) {
+    const stopwatch timer;
     std::atomic<std::uint64_t>& executed = c.executed[static_cast<std::size_t>(caller)].value;
     // relaxed here and in the flow control: counts only; the drain below acquires.
     const std::uint64_t base = executed.load(std::memory_order_relaxed);
@@ -422,16 +447,15 @@ void post_slice(contender& c, caller_team& team, std::chrono::nanoseconds budget
     }
     // The drain counts. acquire: pairs with the items' release increments.
     while (executed.load(std::memory_order_acquire) - base < posted) sched_yield();
+    callers_cpu[static_cast<std::size_t>(caller)] = timer.stop(posted).cpu;
     posted_total.fetch_add(posted, std::memory_order_relaxed);  // relaxed: read after run() returns
   };
   const std::uint64_t allocs_before = heap_allocations();
-  const std::int64_t t0 = now_ns();
-  team.run(fn);
-  const std::int64_t t1 = now_ns();
+  const std::chrono::nanoseconds wall = run_slice(c, team, fn, record ? &callers_cpu : nullptr, cpus);
   if (record) {
     c.allocs += heap_allocations() - allocs_before;
     c.ops += posted_total.load(std::memory_order_relaxed);
-    c.elapsed_ns += t1 - t0;
+    c.elapsed_ns += wall.count();
   }
 }
 
@@ -461,6 +485,13 @@ void measure_queue_cases(const bench_settings& settings, bench_report& report, i
     c.executed = std::vector<contender::counter>(static_cast<std::size_t>(callers));
   }
   caller_team team(callers, caller_cpus);
+  // The CPUs the callers and the server occupy: the CPU-timed twin's denominator. Pinning is
+  // best effort here, without a count of its successes, so this is the plan's.
+  std::vector<int> occupied;
+  for (int i = 0; i < callers && !caller_cpus.empty(); ++i)
+    occupied.push_back(caller_cpus[static_cast<std::size_t>(i) % caller_cpus.size()]);
+  if (!plan.load_cpus.empty()) occupied.push_back(plan.load_cpus.front());
+  const int cpus = cpus_occupied(occupied, true, static_cast<int>(plan.load_cpus.size()) + 1);
 
   const std::chrono::nanoseconds budget = settings.run_budget();
   const std::int64_t slices = std::max<std::int64_t>(1, budget / interleave_slice);
@@ -482,18 +513,22 @@ void measure_queue_cases(const bench_settings& settings, bench_report& report, i
     // Warm-up, discarded: pools and queues grow to their steady size, code and data get hot.
     for (auto& c : contenders) {
       if (is_invoke) {
-        invoke_slice(c, team, budget / 10, false, qc == queue_case::idle);
+        invoke_slice(c, team, budget / 10, false, cpus, qc == queue_case::idle);
       } else {
-        post_slice(c, team, budget / 10, false);
+        post_slice(c, team, budget / 10, false, cpus);
       }
     }
     std::vector<std::vector<double>> p50(3), p99(3), allocs(3), rate(3), worker_cpu(3);
+    // Per repetition, the time per op by the wall clock and by the threads' CPU clocks
+    // (contender::clocked_*): the latencies' verdict; and post's rate by the CPU clocks.
+    std::vector<std::vector<double>> clocked_wall(3), clocked_cpu(3), cpu_rate(3);
     std::vector<std::int64_t> cpu_before(3);
     for (int rep = 0; rep < settings.repetitions(); ++rep) {
       for (auto& c : contenders) {
         for (auto& l : c.latencies) l.clear();
         c.ops = c.allocs = 0;
         c.elapsed_ns = 0;
+        c.clocked_wall_ns = c.clocked_cpu_ns = 0;
       }
       // Over the whole repetition, the other variants' slices included: a server that spins
       // on after its own slice pays for it here.
@@ -502,9 +537,9 @@ void measure_queue_cases(const bench_settings& settings, bench_report& report, i
         std::shuffle(order.begin(), order.end(), shuffler);
         for (const std::size_t i : order) {
           if (is_invoke) {
-            invoke_slice(contenders[i], team, interleave_slice, true, qc == queue_case::idle);
+            invoke_slice(contenders[i], team, interleave_slice, true, cpus, qc == queue_case::idle);
           } else {
-            post_slice(contenders[i], team, interleave_slice, true);
+            post_slice(contenders[i], team, interleave_slice, true, cpus);
           }
         }
       }
@@ -513,6 +548,9 @@ void measure_queue_cases(const bench_settings& settings, bench_report& report, i
         const std::int64_t cpu = c.srv->worker_cpu_ns() - cpu_before[i];
         worker_cpu[i].push_back(c.ops ? static_cast<double>(cpu) / static_cast<double>(c.ops) : 0.0);
         allocs[i].push_back(c.ops ? static_cast<double>(c.allocs) / static_cast<double>(c.ops) : 0.0);
+        const double ops = static_cast<double>(c.ops);
+        clocked_wall[i].push_back(c.ops ? c.clocked_wall_ns / ops : 0.0);
+        clocked_cpu[i].push_back(c.ops ? c.clocked_cpu_ns / ops : 0.0);
         if (is_invoke) {
           std::vector<std::uint32_t> all;
           for (auto& l : c.latencies) {
@@ -522,22 +560,31 @@ void measure_queue_cases(const bench_settings& settings, bench_report& report, i
           p50[i].push_back(percentile(all, 0.50));
           p99[i].push_back(percentile(all, 0.99));
         } else {
-          rate[i].push_back(c.elapsed_ns ? static_cast<double>(c.ops) * 1e9 / static_cast<double>(c.elapsed_ns) : 0.0);
+          rate[i].push_back(c.elapsed_ns ? ops * 1e9 / static_cast<double>(c.elapsed_ns) : 0.0);
+          cpu_rate[i].push_back(c.clocked_cpu_ns > 0 ? ops * 1e9 / c.clocked_cpu_ns : 0.0);
         }
       }
     }
     for (std::size_t i = 0; i < contenders.size(); ++i) {
       const std::string& v = contenders[i].name;
+      const double wall_per_op = median(clocked_wall[i]), cpu_per_op = median(clocked_cpu[i]);
       if (is_invoke) {
-        report.add({case_name, v, callers, "p50_ns", median(p50[i])});
-        report.add({case_name, v, callers, "p99_ns", median(p99[i])});
+        // A percentile has no CPU-timed twin; it takes its run's verdict (not invoke/idle's).
+        const std::optional<bool> disturbed =
+            qc == queue_case::idle ? std::nullopt : std::optional<bool>(is_disturbed(wall_per_op, cpu_per_op));
+        report.add({case_name, v, callers, "p50_ns", median(p50[i]), std::nullopt, disturbed});
+        report.add({case_name, v, callers, "p99_ns", median(p99[i]), std::nullopt, disturbed});
         report.progress("  " + v + ": p50 " + format(median(p50[i])) + " ns (repetitions " +
                         format(spread_of(p50[i]).min) + " .. " + format(spread_of(p50[i]).max) + "), p99 " +
-                        format(median(p99[i])) + " ns, worker CPU " + format(median(worker_cpu[i])) + " ns/op");
+                        format(median(p99[i])) + " ns, worker CPU " + format(median(worker_cpu[i])) + " ns/op" +
+                        (disturbed ? "; " + format(wall_per_op) + " ns of slice per call" +
+                                         cpu_clock_note(wall_per_op, cpu_per_op)
+                                   : std::string()));
       } else {
-        report.add({case_name, v, callers, "ops_per_s", median(rate[i])});
+        const double cpu = median(cpu_rate[i]);
+        report.add({case_name, v, callers, "ops_per_s", median(rate[i]), cpu});
         report.progress("  " + v + ": " + format(median(rate[i])) + " ops/s, worker CPU " +
-                        format(median(worker_cpu[i])) + " ns/op");
+                        format(median(worker_cpu[i])) + " ns/op" + cpu_clock_note(median(rate[i]), cpu));
       }
       report.add({case_name, v, callers, "worker_cpu_ns_per_op", median(worker_cpu[i])});
       if (qc != queue_case::idle) report.add({case_name, v, callers, "allocs_per_op", median(allocs[i])});
@@ -617,7 +664,10 @@ void run_invoke(const bench_settings& settings, bench_report& report) {
                        "thread's CPU time over a whole repetition, other variants' slices included (so a server "
                        "that spins on after its slice is charged for it), / its variant's calls. Variants "
                        "interleaved in shuffled 1 ms slices; median of " +
-                           std::to_string(settings.repetitions()) + " repetitions.");
+                           std::to_string(settings.repetitions()) +
+                           " repetitions. disturbed (invoke, post): the slices' wall time against the CPU time of "
+                           "the callers and the server in them, per CPU they occupy (post's ops_per_s also shows "
+                           "that twin).");
   report.describe_case("post",
                        "calling threads queue ++counter to the server thread as fast as it runs them (at most " +
                            std::to_string(max_outstanding_posts) +
@@ -628,7 +678,7 @@ void run_invoke(const bench_settings& settings, bench_report& report) {
                            std::to_string(idle_calls_per_slice) +
                            " calls per slice), so the server has been idle far longer than palrt's spin bound "
                            "(sync_manager::max_spin, 100 us) and is parked: the round trip includes waking it. p50_ns / p99_ns as for "
-                           "invoke.");
+                           "invoke; no disturbed verdict, since the threads sleep by design.");
   report.describe_case("wait-any-64",
                        "palrt only: one thread blocked in wait_any over 64 auto-reset events, another, on "
                        "another CPU where there are two, sets one (a different one each time) and waits for an "

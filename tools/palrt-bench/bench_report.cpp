@@ -56,6 +56,10 @@ std::string json_number(double v) {
   return std::string(buf, end);
 }
 
+std::string cpu_clock_note(double wall_figure, double cpu_figure) {
+  return "; by CPU clocks " + table_number(cpu_figure) + (is_disturbed(wall_figure, cpu_figure) ? ", DISTURBED" : "");
+}
+
 machine_info machine_info::collect() {
   machine_info m;
   m.nproc = palrt::pal::processor_count();
@@ -72,7 +76,10 @@ machine_info machine_info::collect() {
 
 bench_report::bench_report(std::string component) : component_(std::move(component)) {}
 
-void bench_report::add(bench_result result) { results_.push_back(std::move(result)); }
+void bench_report::add(bench_result result) {
+  if (result.cpu_value && !result.disturbed) result.disturbed = is_disturbed(result.value, *result.cpu_value);
+  results_.push_back(std::move(result));
+}
 
 void bench_report::describe_case(std::string case_name, std::string description) {
   case_descriptions_.emplace_back(std::move(case_name), std::move(description));
@@ -113,11 +120,34 @@ void bench_report::print_table(std::ostream& out, const machine_info& machine) c
     if (std::find(rows.begin(), rows.end(), key) == rows.end()) rows.push_back(key);
     metrics.insert(r.metric);
   }
-  const auto value_of = [&](const row_key& key, std::string_view variant) -> double {
+  const auto result_of = [&](const row_key& key, std::string_view variant) -> const bench_result* {
     for (const auto& r : results_) {
-      if (r.variant == variant && row_key{r.case_name, r.metric, r.threads} == key) return r.value;
+      if (r.variant == variant && row_key{r.case_name, r.metric, r.threads} == key) return &r;
     }
-    return NAN;
+    return nullptr;
+  };
+  const auto value_of = [&](const row_key& key, std::string_view variant) -> double {
+    const bench_result* r = result_of(key, variant);
+    return r ? r->value : NAN;
+  };
+  const auto cpu_value_of = [&](const row_key& key, std::string_view variant) -> double {
+    const bench_result* r = result_of(key, variant);
+    return r && r->cpu_value ? *r->cpu_value : NAN;
+  };
+  // A disturbed figure is marked `*`; every figure of a table with verdicts gets a one-column
+  // suffix (`*` or a space), so that the digits stay aligned.
+  std::size_t verdicts = 0, disturbed = 0;
+  bool any_twin = false;
+  for (const auto& r : results_) {
+    verdicts += r.disturbed ? 1 : 0;
+    disturbed += r.disturbed.value_or(false) ? 1 : 0;
+    any_twin = any_twin || r.cpu_value.has_value();
+  }
+  const auto marked = [&](const row_key& key, std::string_view variant) {
+    std::string cell = table_number(value_of(key, variant));
+    if (verdicts == 0) return cell;
+    const bench_result* r = result_of(key, variant);
+    return cell + (r && r->disturbed.value_or(false) ? "*" : " ");
   };
 
   std::vector<std::vector<std::string>> cells;
@@ -129,12 +159,23 @@ void bench_report::print_table(std::ostream& out, const machine_info& machine) c
   cells.push_back(header);
   for (const auto& key : rows) {
     std::vector<std::string> line{std::get<0>(key), std::get<1>(key), std::to_string(std::get<2>(key))};
-    for (const auto& v : variants) line.push_back(table_number(value_of(key, v)));
+    for (const auto& v : variants) line.push_back(marked(key, v));
     if (have_palrt) {
       const double p = value_of(key, palrt_variant);
       for (const auto& b : baselines) line.push_back(table_ratio(p, value_of(key, b)));
     }
     cells.push_back(std::move(line));
+    // The twins, on a line of their own under the figures, with their own ratios.
+    bool has_twin = false;
+    for (const auto& v : variants) has_twin = has_twin || std::isfinite(cpu_value_of(key, v));
+    if (!has_twin) continue;
+    std::vector<std::string> twins{"", "(cpu clocks)", std::to_string(std::get<2>(key))};
+    for (const auto& v : variants) twins.push_back(table_number(cpu_value_of(key, v)) + (verdicts ? " " : ""));
+    if (have_palrt) {
+      const double p = cpu_value_of(key, palrt_variant);
+      for (const auto& b : baselines) twins.push_back(table_ratio(p, cpu_value_of(key, b)));
+    }
+    cells.push_back(std::move(twins));
   }
 
   std::vector<std::size_t> width(header.size(), 0);
@@ -166,6 +207,14 @@ void bench_report::print_table(std::ostream& out, const machine_info& machine) c
     }
     out << '\n';
   }
+  if (verdicts != 0 || any_twin) {
+    out << "\n(cpu clocks): the figure above it timed by the CPU clocks of the threads that ran it (their CPU "
+           "time per CPU they occupied in place of the wall time). * disturbed: the two differ by more than "
+        << disturbed_percent
+        << "%: something else had the CPUs, or the variant waits by design (docs/BENCHMARKS.md, \"Disturbed "
+           "runs\"); "
+        << disturbed << " of " << verdicts << " figures disturbed.\n";
+  }
   if (!case_descriptions_.empty()) out << '\n';
   for (const auto& [name, description] : case_descriptions_) out << name << ": " << description << '\n';
 }
@@ -179,7 +228,10 @@ void bench_report::print_json(std::ostream& out, const machine_info& machine) co
   for (const auto& r : results_) {
     out << sep << "{\"case\": " << json_string(r.case_name) << ", \"variant\": " << json_string(r.variant)
         << ", \"threads\": " << r.threads << ", \"metric\": " << json_string(r.metric)
-        << ", \"value\": " << json_number(r.value) << '}';
+        << ", \"value\": " << json_number(r.value);
+    if (r.cpu_value) out << ", \"cpu_value\": " << json_number(*r.cpu_value);
+    if (r.disturbed) out << ", \"disturbed\": " << (*r.disturbed ? "true" : "false");
+    out << '}';
     sep = ",\n  ";
   }
   out << "]}\n";

@@ -231,16 +231,15 @@ measured_variant retire_variant(std::string name, std::shared_ptr<thread_team> t
             const std::int64_t cpu_before = timed ? process_cpu_ns() : 0;
             team->run([&](int member) {
               member_run& r = (*runs)[static_cast<std::size_t>(member)];
-              r.start = bench_clock::now();
+              const stopwatch timer;  // the drained case's region: the ops and the drain
               const timed_run t = run_for(budget, op);
               if (timed) {
                 drain();
-                r.end = bench_clock::now();
+                r = member_run::of(timer.started(), timer.stop(t.ops));
               } else {
-                r.end = r.start + t.elapsed;
+                r = member_run::of(timer.started(), t);
                 drain();
               }
-              r.ops = t.ops;
             });
             if (timed) {
               const std::int64_t cpu_after = process_cpu_ns();
@@ -248,7 +247,7 @@ measured_variant retire_variant(std::string name, std::shared_ptr<thread_team> t
               totals->cpu_ns += cpu_after - cpu_before;
             }
             for (const member_run& r : *runs) totals->ops += r.ops;
-            return team_result(*runs);
+            return team_result(*runs, team->cpus_used());
           }};
 }
 
@@ -327,10 +326,11 @@ void measure_case(const case_plan& plan, int threads, const std::shared_ptr<thre
       sample_ns_per_op_interleaved(variants, settings.repetitions(), settings.run_budget(), plan.min_slice);
   for (std::size_t i = 0; i < variants.size(); ++i) {
     const contender& c = contenders[i];
-    const sample_spread s = spread_of(samples[i]);
-    out.push_back({plan.name, variants[i].name, threads, ns_per_op, s.median});
+    const sample_spread s = spread_of(samples[i].wall);
+    const double cpu = median(samples[i].cpu);
+    out.push_back({plan.name, variants[i].name, threads, ns_per_op, s.median, cpu});
     std::string line = "  " + variants[i].name + ": " + format_ns(s.median) + " ns/op (repetitions " +
-                       format_ns(s.min) + " .. " + format_ns(s.max) + ")";
+                       format_ns(s.min) + " .. " + format_ns(s.max) + ")" + cpu_clock_note(s.median, cpu);
     if (plan.timing == drain_timing::timed && c.totals->cpu_known && c.totals->ops > 0) {
       const double cpu = static_cast<double>(c.totals->cpu_ns) / static_cast<double>(c.totals->ops);
       out.push_back({plan.name, variants[i].name, threads, cpu_ns_per_op, cpu});

@@ -91,6 +91,10 @@ thread_team::thread_team(int size, std::vector<int> cpus, const char* name)
         throw std::runtime_error(std::string("team threads ") + name + "-* did not start within 10 s");
       sched_yield();
     }
+    std::vector<int> assigned;
+    for (int i = 0; i < size_ && !control_->cpus.empty(); ++i)
+      assigned.push_back(control_->cpus[static_cast<std::size_t>(i) % control_->cpus.size()]);
+    cpus_used_ = cpus_occupied(assigned, pinned() == size_, static_cast<int>(control_->cpus.size()));
   } catch (...) {
     stop_members();
     throw;
@@ -153,17 +157,30 @@ std::vector<int> team_cpus() {
   return cpus;
 }
 
-timed_run team_result(const std::vector<member_run>& members) {
+timed_run team_result(const std::vector<member_run>& members, int cpus) {
   if (members.empty()) return {};
   auto first = members.front().start;
   auto last = members.front().end;
   std::uint64_t ops = 0;
+  std::chrono::nanoseconds cpu{0};
   for (const auto& m : members) {
     first = std::min(first, m.start);
     last = std::max(last, m.end);
     ops += m.ops;
+    cpu += m.cpu;
   }
-  return {ops, std::chrono::duration_cast<std::chrono::nanoseconds>(last - first)};
+  return {ops, std::chrono::duration_cast<std::chrono::nanoseconds>(last - first),
+          cpu / std::max<std::int64_t>(1, cpus)};
+}
+
+timed_run run_timed(thread_team& team, const std::function<void(int)>& work) {
+  std::vector<member_run> runs(static_cast<std::size_t>(team.size()));
+  team.run([&](int member) {
+    const stopwatch timer;
+    work(member);
+    runs[static_cast<std::size_t>(member)] = member_run::of(timer.started(), timer.stop(0));
+  });
+  return team_result(runs, team.cpus_used());
 }
 
 }  // namespace palrt::bench

@@ -45,6 +45,8 @@ class thread_team {
   int size() const noexcept { return size_; }
   // Members that were pinned to their CPU (the calling thread included).
   int pinned() const noexcept;
+  // The CPUs the members occupy (cpus_occupied): what the team's CPU-timed twin divides by.
+  int cpus_used() const noexcept { return cpus_used_; }
 
   // Runs work(i) on member i, all at once (member 0 on the calling thread), and returns when
   // every member returned. What a member throws is rethrown here (the first one).
@@ -55,6 +57,7 @@ class thread_team {
   void stop_members() noexcept;
 
   int size_;
+  int cpus_used_ = 1;
   std::shared_ptr<control> control_;
   affinity_guard restore_affinity_;
   std::vector<palrt::pal::managed_thread> threads_;
@@ -64,15 +67,31 @@ class thread_team {
 // (member i goes on [i % size]); empty where there is only one CPU to run on.
 std::vector<int> team_cpus();
 
-// One member's share of a slice: when it started and stopped, and how many ops it did.
+// One member's share of a slice: when it started and stopped, how many ops it did, and its
+// CPU time in between. A member times its share with a stopwatch (or run_for, which does)
+// and records it with member_run::of.
 struct member_run {
   bench_clock::time_point start{};
   bench_clock::time_point end{};
   std::uint64_t ops = 0;
+  std::chrono::nanoseconds cpu{0};
+
+  // The share that started at `start` and ran `r` (r.ops operations; a caller whose op is a
+  // batch scales them first).
+  static member_run of(bench_clock::time_point start, const timed_run& r) noexcept {
+    return {start, start + r.elapsed, r.ops, r.cpu};
+  }
 };
 
 // The team's slice as one timed_run: every member's ops, over the wall time from the first
-// member's start to the last member's end (DESIGN.md's ns_per_op for `threads` > 1).
-timed_run team_result(const std::vector<member_run>& members);
+// member's start to the last member's end (DESIGN.md's ns_per_op for `threads` > 1), and the
+// members' CPU times per CPU they occupied: their sum / `cpus` (thread_team::cpus_used();
+// bench_timing.hpp's timed_run says why).
+timed_run team_result(const std::vector<member_run>& members, int cpus);
+
+// Runs work(i) on every member, as run() does, each member's part timed by its own stopwatch:
+// the run as one timed_run of no ops (the caller knows what it counts), for a case whose
+// measured region is the whole of each member's work (a collection shared by GC threads).
+timed_run run_timed(thread_team& team, const std::function<void(int member)>& work);
 
 }  // namespace palrt::bench

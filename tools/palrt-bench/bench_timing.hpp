@@ -18,18 +18,79 @@
 #include <string>
 #include <vector>
 
+#include "bench_cpu_clock.hpp"
+
 namespace palrt::bench {
 
 // Monotonic, unaffected by clock adjustments; vDSO-backed, so ~20 ns to read.
 using bench_clock = std::chrono::steady_clock;
 
+// One timed run: its operations, its wall time, and the same stretch by the CPU clocks of the
+// threads that ran it, so that every figure has a CPU-timed twin (bench_disturbance.hpp says
+// what comparing the two tells).
+//
+// How `cpu` is derived, so that the twin is comparable with the wall figure. A run of T
+// threads on K CPUs (T = K = 1 for run_for; thread_team::cpus_used() for a team) reports
+// `elapsed` = E, the wall time from the first thread's start to the last one's end, and ops
+// = N, the operations of all of them; its figure is E / N (DESIGN.md's ns_per_op: perfect
+// 2-thread scaling halves it). `cpu` is the threads' CPU time per CPU they occupied,
+// c = (c_1 + ... + c_T) / K, and the twin is c / N:
+//   - undisturbed, the K CPUs are busy with the run's threads for the whole run, so c_1 + ...
+//     + c_T = K x E, c = E, and the twin equals the figure. Each CPU lost to something else
+//     (another process, a CPU left idle) is missing from c and not from E;
+//   - threads that work independently do ops at a rate r per CPU-ns each, so N = r x (c_1 +
+//     ... + c_T) and c / N = 1 / (r K): the figure the run would have read had its K CPUs been
+//     its own all along, however unevenly others took time from its threads;
+//   - where every thread has a CPU of its own (K = T, most cases), c is the threads' mean CPU
+//     time. Where threads share CPUs by design (invoke's callers at --threads 2 on two CPUs,
+//     two busy threads on the barrier's one load CPU, a team larger than nproc), the mean
+//     would read every run as disturbed; the sum per CPU does not. The plain sum would not be
+//     a time but a cost (T x E undisturbed): retire's cpu_ns_per_op and invoke's
+//     worker_cpu_ns_per_op report costs.
+// A rate (ops_per_s) is N / E and its twin N / c. A thread that waits by design (sleeps on a
+// mutex, parks) leaves its CPU idle with nothing else running: its twin is no estimate of
+// anything, and its rows read disturbed whatever the machine does.
 struct timed_run {
   std::uint64_t ops = 0;
   std::chrono::nanoseconds elapsed{0};
+  std::chrono::nanoseconds cpu{0};  // the threads' CPU time per CPU they occupied; see above
 
   double ns_per_op() const noexcept {
     return ops == 0 ? 0.0 : static_cast<double>(elapsed.count()) / static_cast<double>(ops);
   }
+  double cpu_ns_per_op() const noexcept {
+    return ops == 0 ? 0.0 : static_cast<double>(cpu.count()) / static_cast<double>(ops);
+  }
+};
+
+// Times one region of the calling thread by both clocks: every timed region of palrt-bench
+// starts one, so that every wall figure has its CPU-timed twin. The CPU clock is read before
+// the wall clock at the start and after it at the end: the wall time, which the figure
+// reports, holds none of the two system calls (~1.5 us of CPU each, bench_cpu_clock.hpp), so
+// the figures read as they did before they had twins; the CPU time holds the end of the first
+// and the start of the second, which cpu_clock_read_cost() measured and stop() takes off.
+class stopwatch {
+ public:
+  stopwatch() : cpu_start_(read_cost_then_cpu_time()), wall_start_(bench_clock::now()) {}
+
+  bench_clock::time_point started() const noexcept { return wall_start_; }
+
+  // The region so far, with `ops` operations: this thread's wall time and CPU time.
+  timed_run stop(std::uint64_t ops) const {
+    const std::chrono::nanoseconds wall = bench_clock::now() - wall_start_;
+    const std::chrono::nanoseconds cpu = this_thread_cpu_time() - cpu_start_ - cpu_clock_read_cost();
+    return {ops, wall, std::max(cpu, std::chrono::nanoseconds::zero())};
+  }
+
+ private:
+  // The first stopwatch of the process measures the reads' cost here, before its region.
+  static std::chrono::nanoseconds read_cost_then_cpu_time() {
+    (void)cpu_clock_read_cost();
+    return this_thread_cpu_time();
+  }
+
+  std::chrono::nanoseconds cpu_start_;  // before wall_start_: read first
+  bench_clock::time_point wall_start_;
 };
 
 // Calls op() on the calling thread, over and over, for about `budget` of wall time.
@@ -37,20 +98,22 @@ struct timed_run {
 // The clock is read once per batch rather than once per call, and the batch doubles until one
 // batch takes at least 20 us: a 20 ns clock read then costs under 0.1% of the time even for a
 // 5 ns op, and the run overshoots its budget by at most one batch (~40 us; one call, if a
-// single call is slower than that).
+// single call is slower than that). The thread's CPU clock is read at the run's two ends only,
+// outside its wall time (stopwatch).
 template <class Op>
 timed_run run_for(std::chrono::nanoseconds budget, Op&& op) {
   constexpr std::chrono::nanoseconds min_batch_time = std::chrono::microseconds(20);
   constexpr std::uint64_t max_batch = std::uint64_t{1} << 20;
   std::uint64_t batch = 1;
   std::uint64_t ops = 0;
-  const auto start = bench_clock::now();
+  const stopwatch timer;
+  const auto start = timer.started();
   auto batch_start = start;
   for (;;) {
     for (std::uint64_t i = 0; i < batch; ++i) op();
     ops += batch;
     const auto now = bench_clock::now();
-    if (now - start >= budget) return {ops, now - start};
+    if (now - start >= budget) return timer.stop(ops);
     if (now - batch_start < min_batch_time && batch < max_batch) batch *= 2;
     batch_start = now;
   }
@@ -94,8 +157,16 @@ struct measured_variant {
 // costs one std::function call and a few clock reads per slice (~0.01%).
 inline constexpr std::chrono::nanoseconds interleave_slice = std::chrono::milliseconds(1);
 
+// One variant's figures, one per repetition: by the wall clock, and their CPU-timed twins
+// (timed_run::cpu). The caller reports the median of each.
+struct variant_samples {
+  std::vector<double> wall;  // ns_per_op
+  std::vector<double> cpu;   // the same by the threads' CPU clocks (cpu_ns_per_op)
+};
+
 // Measures every variant in `repetitions` repetitions of about `budget` each and returns one
-// ns_per_op per repetition, indexed like `variants`; the caller reports the median.
+// ns_per_op per repetition, and its CPU-timed twin, indexed like `variants`; the caller
+// reports the medians.
 //
 // A repetition is not one stretch per variant: it is cut into slices, and within each slice
 // every variant runs once, so drift (frequency, thermal, a noisy neighbour) lands on all
@@ -123,12 +194,16 @@ inline constexpr std::chrono::nanoseconds interleave_slice = std::chrono::millis
 // retire drains liburcu's call_rcu worker, which sleeps 10 ms between batches, at the end of
 // every run): slices at least that long keep the fixed cost small beside the ops. A min_slice
 // of `budget` or more makes each repetition one run per variant, still in shuffled order.
-inline std::vector<std::vector<double>> sample_ns_per_op_interleaved(const std::vector<measured_variant>& variants,
-                                                                    int repetitions,
-                                                                    std::chrono::nanoseconds budget,
-                                                                    std::chrono::nanoseconds min_slice = interleave_slice) {
+//
+// The CPU-timed twin goes the same way: each slice's cpu_ns_per_op, the median of the slices
+// per repetition. So the two medians compare the figure as reported: a minority of slices
+// that others disturbed moves neither, and the run is not marked for them.
+inline std::vector<variant_samples> sample_ns_per_op_interleaved(const std::vector<measured_variant>& variants,
+                                                                int repetitions,
+                                                                std::chrono::nanoseconds budget,
+                                                                std::chrono::nanoseconds min_slice = interleave_slice) {
   const std::size_t n = variants.size();
-  std::vector<std::vector<double>> samples(n);
+  std::vector<variant_samples> samples(n);
   if (n == 0) return samples;
   std::chrono::nanoseconds slice = min_slice;
   for (const auto& v : variants) {
@@ -142,12 +217,19 @@ inline std::vector<std::vector<double>> sample_ns_per_op_interleaved(const std::
   std::vector<std::size_t> order(n);
   std::iota(order.begin(), order.end(), std::size_t{0});
   for (int rep = 0; rep < repetitions; ++rep) {
-    std::vector<std::vector<double>> slice_ns_per_op(n);
+    std::vector<variant_samples> slice_figures(n);
     for (std::int64_t s = 0; s < slices; ++s) {
       std::shuffle(order.begin(), order.end(), shuffler);
-      for (const std::size_t i : order) slice_ns_per_op[i].push_back(variants[i].run(slice_budget).ns_per_op());
+      for (const std::size_t i : order) {
+        const timed_run r = variants[i].run(slice_budget);
+        slice_figures[i].wall.push_back(r.ns_per_op());
+        slice_figures[i].cpu.push_back(r.cpu_ns_per_op());
+      }
     }
-    for (std::size_t i = 0; i < n; ++i) samples[i].push_back(median(std::move(slice_ns_per_op[i])));
+    for (std::size_t i = 0; i < n; ++i) {
+      samples[i].wall.push_back(median(std::move(slice_figures[i].wall)));
+      samples[i].cpu.push_back(median(std::move(slice_figures[i].cpu)));
+    }
   }
   return samples;
 }
