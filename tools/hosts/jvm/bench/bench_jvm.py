@@ -39,8 +39,10 @@ Rows (case|variant|threads|metric; the Java classes say exactly what one operati
       1.8x faster than at 1" reads ns_per_op(1 thread) / ns_per_op(2 threads) >= 1.8.
   jvm/churn/N=1024, ns_per_op (ChurnBench.java): rounds of N wrappers made (every lookup a
       miss), dropped, collected (System.gc(), untimed) and cleaned up (the wait until the
-      cache holds no weak reference, timed): ns per wrapper made and cleaned up. Also
-      jni-weak-floor's row, kept in FILE and left out of the table.
+      cache holds no weak reference, timed): ns per wrapper made and cleaned up; the detail
+      adds the background threads' CPU per wrapper (the reference handler, palrt's sweeper or
+      a peer's cleanup thread), which the wall figure misses where they start before
+      System.gc() returned. Also jni-weak-floor's row, kept in FILE and left out of the table.
   jvm/bytes-per-wrapper/N=100000, bytes (BytesBench.java): Java heap (MemoryMXBean, after
       full collections) plus malloc'd native memory (glibc mallinfo2: palrt's tables, the
       map's nodes, the JVM's storage of JNI weak references) grown by N live cached
@@ -69,7 +71,7 @@ import hosts_report  # noqa: E402
 VARIANTS = ['palrt', 'chm', 'mutex-map']  # the identity caches: the table's columns
 # The churn case's floor (JniWeakFloor.java): not a cache, so only in the churn case's runs.
 FLOOR = 'jni-weak-floor'
-FLOOR_LABEL = 'floor: JNI weak reference alone'
+FLOOR_LABEL = 'floor: a cleanup per wrapper alone'
 HIT_SIZES = (1024, 100000)
 CHURN_N = 1024
 BYTES_N = 100000
@@ -160,8 +162,8 @@ def print_targets(rows):
     r, runs = ratio(rows, (case, FLOOR, 1, 'ns_per_op'), (case, 'chm', 1, 'ns_per_op'))
     what = f'{case}, floor ({FLOOR})/chm'
     if runs:
-        print(f'  {what:50} {statistics.median(runs):6.2f}x {r:6.2f}x  no target: the least any JNI weak '
-              f'reference binding reaches; runs: ' + ' '.join(f'{x:.2f}' for x in runs))
+        print(f'  {what:50} {statistics.median(runs):6.2f}x {r:6.2f}x  no target: the least a binding with a '
+              f'cleanup per wrapper reaches; runs: ' + ' '.join(f'{x:.2f}' for x in runs))
     else:
         print(f'  {what:50} not measured')
 
