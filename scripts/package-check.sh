@@ -94,10 +94,12 @@ c++ -std=c++20 examples/host/host.cpp -o "$out/pkgconfig-host" $(pkg-config --cf
   "$out/pkgconfig-host" >/dev/null || fail "the pkg-config host on libpalrt.a"
 c++ -std=c++20 examples/host/host.cpp -o "$out/shared-host" $(pkg-config --cflags --libs palrt-shared) &&
   env -u LD_LIBRARY_PATH "$out/shared-host" >/dev/null || fail "the pkg-config host on libpalrt.so"
-# The library the package installed, found by the loader's own search.
+# The library libpalrt0 installed (palrt-shared.pc's rpath names its folder). ldd's output
+# whole, not through grep -q: with pipefail, ldd's SIGPIPE would fail the check.
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
-ldd "$out/shared-host" | grep -q "libpalrt.so.0 => /usr/lib/$multiarch/libpalrt.so.0" ||
-  fail "the shared host does not load libpalrt0's library: $(ldd "$out/shared-host" | grep palrt)"
+loaded=$(ldd "$out/shared-host")
+[[ $loaded == *"libpalrt.so.0 => /usr/lib/$multiarch/libpalrt.so.0 "* ]] ||
+  fail "the shared host does not load libpalrt0's library: $loaded"
 
 step "examples/host through CMake (find_package(palrt $version))"
 cmake -S examples/host -B "$out/cmake" -G Ninja >/dev/null &&
