@@ -5,10 +5,13 @@
 # install step in scripts/setup.sh fails here instead of on someone's new machine. A
 # developer's machine always has something installed that the scripts forgot to ask for
 # (CMake once hid a missing doctest lookup); a minbase root has only what Debian requires.
+# Then, in the same root, scripts/package-check.sh: the Debian packages built from the tree
+# (their test suites off: test.sh has just run them), installed with apt-get, and a host
+# built against them alone.
 #
 #   sudo scripts/fresh-check.sh ['command args' ...]
 #
-# Each argument is one more command, run after the two in the same root and clone, its words
+# Each argument is one more command, run after those three in the same root and clone, its words
 # split on blanks (e.g. 'scripts/test.sh --only=slow': CI runs the slow suite this way, in the
 # release build the README's commands made, instead of building it again elsewhere).
 #
@@ -16,7 +19,7 @@
 # in a tarball: made once with --make-tarball, then each run unpacks a fresh root from it
 # with --unpack-tarball), gives it this machine's apt sources and resolv.conf, git-clones
 # this repository's HEAD into /root/palrt (committed work only: uncommitted changes are not
-# part of the check), bind-mounts /proc, /sys and /dev, and runs the two commands with
+# part of the check), bind-mounts /proc, /sys and /dev, and runs the three commands with
 # chroot as root in a clean environment (env -i: HOME, PATH, LANG only). It prints PASS or
 # FAIL per command and exits 1 if any failed. The mounts are undone and the root removed
 # however the run ends (Ctrl-C and SIGTERM included); a run killed with SIGKILL is cleaned
@@ -41,7 +44,7 @@
 # before any command ran (mirror, debootstrap, mounts: nothing was checked), 130/143
 # interrupted.
 set -euo pipefail
-commands=(scripts/run.sh scripts/test.sh "$@")
+commands=(scripts/run.sh scripts/test.sh scripts/package-check.sh "$@")
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "fresh-check: needs root (debootstrap, chroot and bind mounts); run: sudo $0" >&2
@@ -411,8 +414,8 @@ mount --rbind /dev "$root/dev"
 mount --make-rslave "$root/dev"
 
 # ---------------------------------------------------------------------------------------
-# The README's two commands (and the caller's), from the clone, as root, in a clean
-# environment.
+# The README's two commands, the package check (and the caller's), from the clone, as root,
+# in a clean environment.
 results=()
 failures=0
 commands_started=true

@@ -16,6 +16,7 @@ packages=(
   libboost-dev                # palrt-bench invoke's asio baseline (headers only)
   doctest-dev                 # test suites
   nlohmann-json3-dev          # tests only: reading the tools' JSON back
+  mandoc                      # tests only: lints the man pages (mandoc -T lint)
   libcli11-dev                # palrt-startup, palrt-bench
   # palrt-bench cache's peers, the concurrent hash maps the identity cache is measured
   # against: tbb::concurrent_hash_map, libcuckoo (headers only) and liburcu's cds_lfht

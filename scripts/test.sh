@@ -250,7 +250,9 @@ consumers() {
       cmake -S examples/host -B "$stage/cmake-shared" -G Ninja -Dpalrt_DIR="$package" -DPALRT_EXAMPLE_SHARED=ON >/dev/null &&
       cmake --build "$stage/cmake-shared" >/dev/null &&
       LD_LIBRARY_PATH="$(dirname "$(dirname "$package")")" "$stage/cmake-shared/example-host" &&
-      LD_LIBRARY_PATH="$(dirname "$(dirname "$package")")" ldd "$stage/cmake-shared/example-host" | grep -q "libpalrt.so.0 => "
+      # grep reads all of ldd's output: the loader writes a line at a time, and a grep -q that
+      # left at the first match would fail the pipeline (pipefail) with ldd's SIGPIPE.
+      LD_LIBRARY_PATH="$(dirname "$(dirname "$package")")" ldd "$stage/cmake-shared/example-host" | grep "libpalrt.so.0 => " >/dev/null
   }
   subproject_host() {
     meson setup "$stage/host-build" examples/host -Dbuildtype=plain >/dev/null &&
