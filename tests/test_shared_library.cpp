@@ -89,7 +89,8 @@ constexpr const char* symbols_header =
     "# functions, V type information and vtables of classes without a key function) depends on\n"
     "# the compiler and its options, so the whole list is compared only in the build named\n"
     "# below, the release build of scripts/test.sh; other builds compare the rest (T D B R).\n"
-    "# No internal:: name is exported (startup/libpalrt.map).\n";
+    "# No internal:: name is exported (docs/ABI.md); abi/libpalrt.so.0.abi describes these\n"
+    "# names with their types.\n";
 
 }  // namespace
 
