@@ -15,6 +15,7 @@ packages=(
   libboost-thread-dev         # pal's thread factory
   libboost-dev                # palrt-bench invoke's asio baseline (headers only)
   doctest-dev                 # test suites
+  abigail-tools               # the abi test: abidw and abidiff compare libpalrt.so with abi/
   nlohmann-json3-dev          # tests only: reading the tools' JSON back
   mandoc                      # tests only: lints the man pages (mandoc -T lint)
   libcli11-dev                # palrt-startup, palrt-bench
