@@ -30,6 +30,7 @@
 # Installs debootstrap on this machine with apt-get if it is missing. The two commands take
 # about 10 minutes on a quiet 2-core machine (apt; the release build, ~3.5 minutes of it; the
 # startup benchmark; the suites and the consumers, ~1.5), several times that on a busy one;
+# the package check adds about 4 (the packages' build, ~3.2 of it: measured 3m49s in all);
 # making the tarball the first time adds under a minute, and extra commands their own time.
 #
 #   FRESH_CHECK_CACHE=/var/cache/palrt-fresh-check   the base tarball, roots/ (each run's
