@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <set>
 #include <span>
 #include <thread>
@@ -131,6 +132,36 @@ TEST_CASE_TEMPLATE("host cache: an insert that takes over a dying wrapper's entr
   CHECK(cache.sweep_concurrently(collecting_liveness{&dead}) == 0);
   CHECK(dead.empty());
   CHECK(cache.try_get(id_of(1)) == &second);
+}
+
+// A host's liveness test may fail (a JVM binding's allocation): the batches it finished stay
+// removed and handed over, the failed one and the rest stay cached, and the next sweep hands
+// those over, none twice.
+TEST_CASE("host cache, grace_period: sweep_concurrently() whose is_alive throws on its second batch") {
+  host_identity_cache<weak_policy<host_reclamation::grace_period>> cache;
+  constexpr int n = 1000;  // several batches of 256
+  std::vector<std::unique_ptr<weak_ref>> refs;
+  for (int i = 0; i < n; ++i) {
+    refs.push_back(std::make_unique<weak_ref>());
+    refs.back()->cleared = true;
+    REQUIRE(cache.insert(id_of(i), refs.back().get()).inserted);
+  }
+  std::vector<void*> dead;
+  int calls = 0;
+  auto failing_second = [&](std::span<void* const> wrappers, std::span<bool> alive) {
+    if (++calls == 2) throw std::bad_alloc();
+    collecting_liveness{&dead}(wrappers, alive);
+  };
+  CHECK_THROWS_AS(cache.sweep_concurrently(failing_second), std::bad_alloc);
+  REQUIRE_FALSE(dead.empty());
+  CHECK(cache.counters().entries == n - dead.size());
+  CHECK(cache.counters().swept == dead.size());
+  const std::size_t first = dead.size();
+  CHECK(cache.sweep_concurrently(collecting_liveness{&dead}) == n - first);
+  CHECK(cache.counters().entries == 0);
+  std::set<void*> distinct(dead.begin(), dead.end());
+  CHECK(distinct.size() == static_cast<std::size_t>(n));  // each once
+  CHECK(dead.size() == static_cast<std::size_t>(n));
 }
 
 // The interleaving the host's grace period exists for: a lookup found the wrapper and is inside

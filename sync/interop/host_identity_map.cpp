@@ -493,7 +493,8 @@ std::size_t host_map_core::sweep_concurrently(void* context, liveness_batch_fn i
     // read until the unlock, but for the readers, who change nothing. Between two batches an
     // insert may have replaced the table (grown or compacted it): then the walk starts over
     // on the new one, whose dead entries are still there to find (a rebuild copies entries
-    // whatever their liveness); it ends, since a table is replaced only when it fills.
+    // whatever their liveness). A table is replaced only when inserts fill it, so the walk
+    // ends unless inserts refill a table faster than a sweep walks it (5 us a batch).
     host_map_state::writer& w = s.writers[b];
     std::uint64_t walked = 0;  // w.rebuilds + 1 of the table walked; 0: none yet
     std::size_t i = 0;
@@ -522,18 +523,22 @@ std::size_t host_map_core::sweep_concurrently(void* context, liveness_batch_fn i
       // One write window for the batch's removals, as erase() opens one for its one: a reader
       // that overlapped it probes again (the seqlock), and one that read a removed wrapper
       // before the window holds it in its read section, which the host's grace period covers.
+      std::size_t removed_here = 0;
       internal::begin_write(t);
       for (std::size_t k = 0; k < n; ++k) {
         if (alive[k]) continue;
         bucket_table::entry& e = t->entries()[slots[k]];
         e.key.store(tombstone_key(), std::memory_order_relaxed);
         e.value.store(nullptr, std::memory_order_relaxed);
-        ++removed;
+        ++removed_here;
       }
       internal::end_write(t);
+      // Counted per batch: is_alive may throw on a later one (the host's allocation), and
+      // what this batch removed stays removed.
+      s.swept.fetch_add(removed_here, std::memory_order_relaxed);
+      removed += removed_here;
     }
   }
-  s.swept.fetch_add(removed, std::memory_order_relaxed);
   return removed;
 }
 

@@ -451,10 +451,11 @@ class host_identity_cache {
   // takes each bucket's writer lock for a batch of up to 256 wrappers at a time, so lookups
   // run on (they probe again when the sweep removed entries under them, as after an erase),
   // and inserts and erases of that bucket wait for one batch at most; is_alive runs with that
-  // lock held and must not call this cache. A
-  // wrapper is_alive finds dead has its entry removed, by this sweep and no other step, so
-  // the host frees it, after a grace period (a lookup may be inside try_acquire() on it):
-  // is_alive knows which ones it found dead. host_lock: sweep(). Works after close() too.
+  // lock held and must not call this cache. A wrapper is_alive finds dead has its entry
+  // removed, by this sweep and no other step, so the host frees it, after a grace period (a
+  // lookup may be inside try_acquire() on it): is_alive knows which ones it found dead. If
+  // is_alive throws, the batch it was given stays as it was, the batches before it stay
+  // removed, and the exception propagates. host_lock: sweep(). Works after close() too.
   // Throws pal::forked_child_error in a fork()ed child (grace_period: a parent's thread may
   // have held a lock).
   template <class IsAliveBatch>
