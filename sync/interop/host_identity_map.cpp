@@ -255,6 +255,23 @@ host_map_state::~host_map_state() {
   retired.free_all();
 }
 
+// The sweeps' batch: the next up to sweep_batch cached wrappers of `t` from slot `i` on (which
+// it advances), each with its slot and alive preset; how many.
+std::size_t next_sweep_batch(const bucket_table& t, std::size_t& i, std::array<void*, sweep_batch>& wrappers,
+                             std::array<std::size_t, sweep_batch>& slots, std::array<bool, sweep_batch>& alive) noexcept {
+  std::size_t n = 0;
+  for (; i <= t.mask && n < sweep_batch; ++i) {
+    const bucket_table::entry& e = t.entries()[i];
+    void* value = e.value.load(std::memory_order_relaxed);
+    if (!is_live_key(e.key.load(std::memory_order_relaxed)) || !value) continue;
+    wrappers[n] = value;
+    slots[n] = i;
+    alive[n] = true;
+    ++n;
+  }
+  return n;
+}
+
 }  // namespace internal
 
 host_cache_closed::host_cache_closed(const char* operation)
@@ -444,16 +461,7 @@ std::size_t host_map_core::sweep(void* context, liveness_batch_fn is_alive) {
       std::size_t swept_here = 0;
       std::size_t i = 0;
       while (i <= t->mask) {
-        std::size_t n = 0;
-        for (; i <= t->mask && n < internal::sweep_batch; ++i) {
-          const bucket_table::entry& e = t->entries()[i];
-          void* value = e.value.load(std::memory_order_relaxed);
-          if (!internal::is_live_key(e.key.load(std::memory_order_relaxed)) || !value) continue;
-          wrappers[n] = value;
-          slots[n] = i;
-          alive[n] = true;
-          ++n;
-        }
+        const std::size_t n = internal::next_sweep_batch(*t, i, wrappers, slots, alive);
         if (n == 0) continue;
         is_alive(context, std::span<void* const>(wrappers.data(), n), std::span<bool>(alive.data(), n));
         for (std::size_t k = 0; k < n; ++k) {
@@ -507,16 +515,7 @@ std::size_t host_map_core::sweep_concurrently(void* context, liveness_batch_fn i
         i = 0;
       }
       if (i > t->mask) break;
-      std::size_t n = 0;
-      for (; i <= t->mask && n < internal::sweep_batch; ++i) {
-        const bucket_table::entry& e = t->entries()[i];
-        void* value = e.value.load(std::memory_order_relaxed);
-        if (!internal::is_live_key(e.key.load(std::memory_order_relaxed)) || !value) continue;
-        wrappers[n] = value;
-        slots[n] = i;
-        alive[n] = true;
-        ++n;
-      }
+      const std::size_t n = internal::next_sweep_batch(*t, i, wrappers, slots, alive);
       if (n == 0) continue;
       is_alive(context, std::span<void* const>(wrappers.data(), n), std::span<bool>(alive.data(), n));
       if (std::all_of(alive.begin(), alive.begin() + n, [](bool a) { return a; })) continue;
