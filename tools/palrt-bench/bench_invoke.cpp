@@ -37,11 +37,13 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -65,6 +67,7 @@
 #include "bench_component.hpp"
 #include "bench_cpu_clock.hpp"
 #include "bench_latency.hpp"
+#include "bench_line_transfer.hpp"
 #include "bench_report.hpp"
 #include "bench_timing.hpp"
 
@@ -492,6 +495,10 @@ void measure_queue_cases(const bench_settings& settings, bench_report& report, i
     occupied.push_back(caller_cpus[static_cast<std::size_t>(i) % caller_cpus.size()]);
   if (!plan.load_cpus.empty()) occupied.push_back(plan.load_cpus.front());
   const int cpus = cpus_occupied(occupied, true, static_cast<int>(plan.load_cpus.size()) + 1);
+  // The line-transfer probe's two CPUs: the first caller's and the server's (-1: not pinned).
+  const int transfer_from = !caller_cpus.empty() && !plan.load_cpus.empty() ? caller_cpus.front() : -1;
+  const int transfer_to = transfer_from >= 0 ? plan.load_cpus.front() : -1;
+  const int transfer_batches = settings.smoke ? 3 : settings.quick ? 20 : 100;
 
   const std::chrono::nanoseconds budget = settings.run_budget();
   const std::int64_t slices = std::max<std::int64_t>(1, budget / interleave_slice);
@@ -518,6 +525,16 @@ void measure_queue_cases(const bench_settings& settings, bench_report& report, i
         post_slice(c, team, budget / 10, false, cpus);
       }
     }
+    // post: the machine's cache-line transfer time between the callers' CPU and the server's,
+    // just before the case and just after it (bench_line_transfer.hpp): each posted item
+    // crosses between those two CPUs, and what that costs is the hypervisor's to choose.
+    // NaN: not measured (not the post case, or not pinned).
+    const auto transfer = [&] {
+      if (qc != queue_case::post || transfer_from < 0) return std::numeric_limits<double>::quiet_NaN();
+      return line_transfer_ns(transfer_from, transfer_to, transfer_batches)
+          .value_or(std::numeric_limits<double>::quiet_NaN());
+    };
+    const double transfer_before = transfer();
     std::vector<std::vector<double>> p50(3), p99(3), allocs(3), rate(3), worker_cpu(3);
     // Per repetition, the time per op by the wall clock and by the threads' CPU clocks
     // (contender::clocked_*): the latencies' verdict; and post's rate by the CPU clocks.
@@ -564,6 +581,13 @@ void measure_queue_cases(const bench_settings& settings, bench_report& report, i
           cpu_rate[i].push_back(c.clocked_cpu_ns > 0 ? ops * 1e9 / c.clocked_cpu_ns : 0.0);
         }
       }
+    }
+    const double transfer_after = transfer();
+    if (!std::isnan(transfer_before) && !std::isnan(transfer_after)) {
+      report.add({"line-transfer", "machine", callers, "before_post_ns", transfer_before});
+      report.add({"line-transfer", "machine", callers, "after_post_ns", transfer_after});
+      report.progress("  a cache line from the callers' CPU to the server's: " + format(transfer_before) +
+                      " ns before, " + format(transfer_after) + " ns after");
     }
     for (std::size_t i = 0; i < contenders.size(); ++i) {
       const std::string& v = contenders[i].name;
@@ -673,6 +697,15 @@ void run_invoke(const bench_settings& settings, bench_report& report) {
                            std::to_string(max_outstanding_posts) +
                            " outstanding per caller); ops_per_s: functions run / wall time including the final "
                            "drain; allocs_per_op as for invoke.");
+  report.describe_case("line-transfer",
+                       "not palrt's: the machine's. The one-way time of a cache line between the post callers' "
+                       "CPU and the server's, just before the post case and just after it (two threads pinned "
+                       "there hand a counter back and forth; the median of batches of 1000 round trips). Every "
+                       "posted item crosses between those CPUs, and on a virtual machine the hypervisor's "
+                       "placement of the two vCPUs sets what a crossing costs (docs/BENCHMARKS.md, \"post's "
+                       "slow mode\"): read the post rows' worker_cpu_ns_per_op against it. threads: the post "
+                       "case's callers. Only where the callers and the server are pinned to two different CPUs "
+                       "(two or more allowed).");
   report.describe_case("invoke/idle",
                        "as invoke, but each caller sleeps 1 ms before each call (" +
                            std::to_string(idle_calls_per_slice) +
