@@ -133,7 +133,8 @@ test_build() {
 
 # What a host does with palrt: install it (headers, libpalrt.a, palrt.pc, the CMake package)
 # and build the example host against that with pkg-config and with CMake's find_package, and
-# use it as a meson subproject (examples/host). Each must build and run. The subproject build
+# use it as a meson subproject (examples/host), then the other examples/ through the .pc file
+# or CMake target each is for. Each must build and run. The subproject build
 # compiles the library once more, with no optimisation: it checks palrt's meson.build as a
 # subproject, not the code, which the suites have checked.
 consumers() {
@@ -239,6 +240,16 @@ consumers() {
       bash -c 'c++ -std=c++20 -DGC_THREADS examples/boehm/host.cpp -o "$1/boehm-host" $(pkg-config --static --cflags --libs palrt-boehm) &&
                "$1/boehm-host"' _ "$stage"
   }
+  # The small hosts of the GC services (examples/identity-cache, examples/collector), each one
+  # translation unit on palrt.pc, built and run as their header comments say.
+  gc_service_hosts() {
+    PKG_CONFIG_SYSROOT_DIR="$stage/root" \
+      PKG_CONFIG_PATH="$(find "$stage/root" -name palrt.pc -printf '%h\n' | head -n 1)" \
+      bash -c 'c++ -std=c++20 examples/identity-cache/identity_cache.cpp -o "$1/identity-cache" $(pkg-config --cflags --libs palrt) &&
+               "$1/identity-cache" &&
+               c++ -std=c++20 examples/collector/collector.cpp -o "$1/collector" $(pkg-config --cflags --libs palrt) &&
+               "$1/collector"' _ "$stage"
+  }
   cmake_host() {
     local package
     package=$(find "$stage/root" -name palrtConfig.cmake -printf '%h\n' | head -n 1)
@@ -265,12 +276,13 @@ consumers() {
          consumer_step "derived classes on libpalrt.so (g++, clang++; pkg-config, CMake; plugin)" shared_derived_hosts &&
          consumer_step "CPython module (palrt-cpython.pc, libpalrt.so shipped beside it)" cpython_module &&
          consumer_step "Boehm host (palrt-boehm.pc)" boehm_host &&
+         consumer_step "identity-cache and collector hosts (palrt.pc)" gc_service_hosts &&
          consumer_step "CMake host (static and shared)" cmake_host &&
          consumer_step "subproject host" subproject_host; }; then
     results+=("FAIL  consumers: $step failed ($(elapsed $started))")
     return 1
   fi
-  results+=("PASS  consumers: install, pkg-config (plain, static, shared, Boehm), derived classes on libpalrt.so, CPython module, CMake, subproject ($(elapsed $started))")
+  results+=("PASS  consumers: install, pkg-config (plain, static, shared, Boehm, identity cache, collector), derived classes on libpalrt.so, CPython module, CMake, subproject ($(elapsed $started))")
 }
 
 for s in "${steps[@]}"; do
