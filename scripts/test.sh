@@ -147,6 +147,16 @@ consumers() {
   readme_shows() {
     grep -qxF -- "$1" README.md || { echo "test.sh: README.md has no line: $1" >&2; return 1; }
   }
+  # The line of an example's build file (meson or CMake, whose comments start with #) that
+  # holds <text>, as the README shows it (without the file's indentation): the README's meson
+  # and CMake lines are the ones the builds below use.
+  readme_shows_line_of() {
+    local line
+    line=$(grep -v '^[[:space:]]*#' "$1" | grep -F -- "$2" | sed 's/^[[:space:]]*//')
+    [ "$(printf '%s\n' "$line" | wc -l)" -eq 1 ] && [ -n "$line" ] ||
+      { echo "test.sh: $1 has no single line with: $2" >&2; return 1; }
+    readme_shows "$line"
+  }
   # Copies of the staged .pc files whose prefix is the staged one (printed: their folder), so
   # that what they record (palrt-shared.pc's rpath) points where the library really is, and
   # what they require from the system (python3.pc) is found as it is, with no sysroot.
@@ -187,6 +197,7 @@ consumers() {
   # The same host on libpalrt.so (palrt-shared.pc), found at run time in the staged libdir.
   shared_host() {
     local pcdir
+    readme_shows 'c++ -std=c++20 host.cpp $(pkg-config --cflags --libs palrt-shared)' || return 1
     pcdir=$(find "$stage/root" -name palrt-shared.pc -printf '%h\n' | head -n 1)
     [ -n "$pcdir" ] || { echo "test.sh: the install has no palrt-shared.pc" >&2; return 1; }
     PKG_CONFIG_SYSROOT_DIR="$stage/root" PKG_CONFIG_PATH="$pcdir" \
@@ -252,6 +263,8 @@ consumers() {
   }
   cmake_host() {
     local package
+    readme_shows_line_of examples/host/CMakeLists.txt 'find_package(palrt' &&
+      readme_shows_line_of examples/host/CMakeLists.txt 'PRIVATE palrt::palrt' || return 1
     package=$(find "$stage/root" -name palrtConfig.cmake -printf '%h\n' | head -n 1)
     [ -n "$package" ] || { echo "test.sh: the install has no palrtConfig.cmake" >&2; return 1; }
     cmake -S examples/host -B "$stage/cmake-build" -G Ninja -Dpalrt_DIR="$package" >/dev/null &&
@@ -266,6 +279,8 @@ consumers() {
       LD_LIBRARY_PATH="$(dirname "$(dirname "$package")")" ldd "$stage/cmake-shared/example-host" | grep "libpalrt.so.0 => " >/dev/null
   }
   subproject_host() {
+    readme_shows_line_of examples/host/meson.build "dependency('palrt'" &&
+      readme_shows_line_of examples/host/meson.build "executable(" || return 1
     meson setup "$stage/host-build" examples/host -Dbuildtype=plain >/dev/null &&
       meson compile -C "$stage/host-build" >/dev/null &&
       "$stage/host-build/example-host"
