@@ -60,8 +60,9 @@ int main() {
     });
   };
   // Collects until the records of the wrappers that died have left the cache: a collection
-  // frees a dead wrapper, which drops its record; the record's finalizer (on the finalizer
-  // thread) removes the entry, and a later collection frees the record. Three rounds cover it.
+  // frees a dead wrapper, whose record then dies and goes to the finalizer thread, which
+  // removes the entry by its exact handle; a later collection frees the record. Three rounds
+  // of collect() and waiting for the finalizer cover that chain, as palrt's suites do.
   auto settle = [&] {
     for (int round = 0; round < 3; ++round) {
       services.collector().collect();
