@@ -8,7 +8,7 @@
 #
 #   scripts/package-check.sh
 #
-# The packages are built as README.md's "Packages" section builds them, with differences
+# The packages are built as docs/PACKAGES.md builds them, with differences
 # that make it cheaper and change no file a package installs: the test suites and the real
 # hosts they run are not built (DEB_BUILD_OPTIONS=nocheck; scripts/test.sh runs them), there
 # are no debug-symbol packages (noddebs), so no debug information is made either (-g0

@@ -137,7 +137,8 @@ test_build() {
 
 # What a host does with palrt: install it (headers, libpalrt.a, palrt.pc, the CMake package)
 # and build the example host against that with pkg-config and with CMake's find_package, and
-# use it as a meson subproject (examples/host). Each must build and run. The subproject build
+# use it as a meson subproject (examples/host), then the other examples/ through the .pc file
+# or CMake target each is for. Each must build and run. The subproject build
 # compiles the library once more, with no optimisation: it checks palrt's meson.build as a
 # subproject, not the code, which the suites have checked.
 consumers() {
@@ -149,6 +150,16 @@ consumers() {
   # copies.
   readme_shows() {
     grep -qxF -- "$1" README.md || { echo "test.sh: README.md has no line: $1" >&2; return 1; }
+  }
+  # The line of an example's build file (meson or CMake, whose comments start with #) that
+  # holds <text>, as the README shows it (without the file's indentation): the README's meson
+  # and CMake lines are the ones the builds below use.
+  readme_shows_line_of() {
+    local line
+    line=$(grep -v '^[[:space:]]*#' "$1" | grep -F -- "$2" | sed 's/^[[:space:]]*//')
+    [ "$(printf '%s\n' "$line" | wc -l)" -eq 1 ] && [ -n "$line" ] ||
+      { echo "test.sh: $1 has no single line with: $2" >&2; return 1; }
+    readme_shows "$line"
   }
   # Copies of the staged .pc files whose prefix is the staged one (printed: their folder), so
   # that what they record (palrt-shared.pc's rpath) points where the library really is, and
@@ -190,6 +201,7 @@ consumers() {
   # The same host on libpalrt.so (palrt-shared.pc), found at run time in the staged libdir.
   shared_host() {
     local pcdir
+    readme_shows 'c++ -std=c++20 host.cpp $(pkg-config --cflags --libs palrt-shared)' || return 1
     pcdir=$(find "$stage/root" -name palrt-shared.pc -printf '%h\n' | head -n 1)
     [ -n "$pcdir" ] || { echo "test.sh: the install has no palrt-shared.pc" >&2; return 1; }
     PKG_CONFIG_SYSROOT_DIR="$stage/root" PKG_CONFIG_PATH="$pcdir" \
@@ -243,8 +255,20 @@ consumers() {
       bash -c 'c++ -std=c++20 -DGC_THREADS examples/boehm/host.cpp -o "$1/boehm-host" $(pkg-config --static --cflags --libs palrt-boehm) &&
                "$1/boehm-host"' _ "$stage"
   }
+  # The small hosts of the GC services (examples/identity-cache, examples/collector), each one
+  # translation unit on palrt.pc, built and run as their header comments say.
+  gc_service_hosts() {
+    PKG_CONFIG_SYSROOT_DIR="$stage/root" \
+      PKG_CONFIG_PATH="$(find "$stage/root" -name palrt.pc -printf '%h\n' | head -n 1)" \
+      bash -c 'c++ -std=c++20 examples/identity-cache/identity_cache.cpp -o "$1/identity-cache" $(pkg-config --cflags --libs palrt) &&
+               "$1/identity-cache" &&
+               c++ -std=c++20 examples/collector/collector.cpp -o "$1/collector" $(pkg-config --cflags --libs palrt) &&
+               "$1/collector"' _ "$stage"
+  }
   cmake_host() {
     local package
+    readme_shows_line_of examples/host/CMakeLists.txt 'find_package(palrt' &&
+      readme_shows_line_of examples/host/CMakeLists.txt 'PRIVATE palrt::palrt' || return 1
     package=$(find "$stage/root" -name palrtConfig.cmake -printf '%h\n' | head -n 1)
     [ -n "$package" ] || { echo "test.sh: the install has no palrtConfig.cmake" >&2; return 1; }
     cmake -S examples/host -B "$stage/cmake-build" -G Ninja -Dpalrt_DIR="$package" >/dev/null &&
@@ -259,6 +283,8 @@ consumers() {
       LD_LIBRARY_PATH="$(dirname "$(dirname "$package")")" ldd "$stage/cmake-shared/example-host" | grep "libpalrt.so.0 => " >/dev/null
   }
   subproject_host() {
+    readme_shows_line_of examples/host/meson.build "dependency('palrt'" &&
+      readme_shows_line_of examples/host/meson.build "executable(" || return 1
     meson setup "$stage/host-build" examples/host -Dbuildtype=plain >/dev/null &&
       meson compile -C "$stage/host-build" >/dev/null &&
       "$stage/host-build/example-host"
@@ -269,12 +295,13 @@ consumers() {
          consumer_step "derived classes on libpalrt.so (g++, clang++; pkg-config, CMake; plugin)" shared_derived_hosts &&
          consumer_step "CPython module (palrt-cpython.pc, libpalrt.so shipped beside it)" cpython_module &&
          consumer_step "Boehm host (palrt-boehm.pc)" boehm_host &&
+         consumer_step "identity-cache and collector hosts (palrt.pc)" gc_service_hosts &&
          consumer_step "CMake host (static and shared)" cmake_host &&
          consumer_step "subproject host" subproject_host; }; then
     results+=("FAIL  consumers: $step failed ($(elapsed $started))")
     return 1
   fi
-  results+=("PASS  consumers: install, pkg-config (plain, static, shared, Boehm), derived classes on libpalrt.so, CPython module, CMake, subproject ($(elapsed $started))")
+  results+=("PASS  consumers: install, pkg-config (plain, static, shared, Boehm, identity cache, collector), derived classes on libpalrt.so, CPython module, CMake, subproject ($(elapsed $started))")
 }
 
 for s in "${steps[@]}"; do

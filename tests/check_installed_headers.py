@@ -20,7 +20,7 @@ what an install ships, never a list kept here) and compiles against that tree al
    -Wfatal-errors, which would hide the errors after the first) (the C headers under
    palrt/core/ are C, and exempt);
 4. every code example compiles, with the same warnings:
-   - README.md: each ```cpp fenced block;
+   - README.md and every docs/*.md: each ```cpp fenced block;
    - installed headers: a comment line `// Example:` starts an example, and its code is the
      comment lines right after it indented by at least three spaces (`//   code`), with bare
      `//` lines between them as blank lines; the first other line (prose, code, a bare `//`
@@ -38,8 +38,8 @@ what an install ships, never a list kept here) and compiles against that tree al
    has in hand, the function takes as parameters, each only when the example uses the name
    and does not declare it: CONTEXT below (`rt` from bootstrap(), `s` its services, a
    `collector`, a `table`, a handle `h`, a `native` identity, a `pid`, a dispatch `policy`,
-   a `child_process`), and `sync` as palrt::sync. Compiler messages point at the README's or
-   the header's own lines (#line). An example stops where the prose takes over, so a value
+   a `child_process`), and `sync` as palrt::sync. Compiler messages point at the document's
+   or the header's own lines (#line). An example stops where the prose takes over, so a value
    it computes is often left unused: examples alone get -Wno-unused-variable (and
    -Wno-unused-but-set-variable); the headers themselves are checked with every warning;
 5. every result palrt marks [[nodiscard]] (NODISCARD below: bootstrap(), the waits, try_get,
@@ -228,9 +228,9 @@ def build_tu(snippet):
     return '\n'.join(out)
 
 
-def readme_snippets(readme, shown):
+def markdown_snippets(document, shown):
     snippets, lines, start = [], None, 0
-    for n, text in enumerate(readme.read_text().splitlines(), 1):
+    for n, text in enumerate(document.read_text().splitlines(), 1):
         if lines is None and re.match(r'^```cpp\s*$', text):
             lines, start = [], n + 1
         elif lines is not None and re.match(r'^```\s*$', text):
@@ -345,7 +345,12 @@ def main():
                 # As a host compiles: every error the compiler prints counts (palrt's stops it).
                 add('c++17', h, f'#include <{h}>\n', 'c++17', flags_of(h))
 
-        snippets = readme_snippets(a.source_root / 'README.md', 'README.md')
+        # The README and the documents it leads to: an example moved from one to the other is
+        # still compiled.
+        documents = [a.source_root / 'README.md'] + sorted((a.source_root / 'docs').glob('*.md'))
+        snippets = []
+        for doc in documents:
+            snippets += markdown_snippets(doc, str(doc.relative_to(a.source_root)))
         for h in installed:
             if h.endswith('.hpp'):
                 snippets += [dict(sn, header=h) for sn in header_snippets(staged / h, source_of.get(h, h))]

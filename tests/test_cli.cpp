@@ -198,7 +198,7 @@ TEST_CASE("palrt-startup: bad arguments print one line and exit 2") {
 namespace {
 
 // Every field of a JSON object, nested ones as `outer.inner`, and those of an array's objects
-// as `outer[].inner`: the spelling of README.md's table.
+// as `outer[].inner`: the spelling of docs/TOOLS.md's table.
 void field_names(const json& j, const std::string& prefix, std::set<std::string>& out) {
   for (const auto& [key, value] : j.items()) {
     out.insert(prefix + key);
@@ -211,14 +211,14 @@ void field_names(const json& j, const std::string& prefix, std::set<std::string>
 
 }  // namespace
 
-TEST_CASE("palrt-startup: README.md's table of --report json fields is the fields it prints") {
-  std::ifstream readme(artefact("PALRT_TEST_README"));
-  REQUIRE(readme.good());
+TEST_CASE("palrt-startup: docs/TOOLS.md's table of --report json fields is the fields it prints") {
+  std::ifstream doc(artefact("PALRT_TEST_TOOLS_DOC"));
+  REQUIRE(doc.good());
   // The table right after the paragraph that introduces it: the field names are in its first
   // column.
   std::set<std::string> documented;
   bool introduced = false, paragraph_ended = false, in_table = false;
-  for (std::string line; std::getline(readme, line);) {
+  for (std::string line; std::getline(doc, line);) {
     if (!introduced) {
       introduced = line.find("`--report json` prints one object") != std::string::npos;
       continue;
@@ -237,7 +237,7 @@ TEST_CASE("palrt-startup: README.md's table of --report json fields is the field
       at = end;
     }
   }
-  REQUIRE_MESSAGE(in_table, "README.md has no table right after the paragraph \"`--report json` prints one object\"");
+  REQUIRE_MESSAGE(in_table, "docs/TOOLS.md has no table right after the paragraph \"`--report json` prints one object\"");
   std::set<std::string> printed;
   field_names(startup_json({"--objects", "1"}), "", printed);
   std::string undocumented, unknown;
@@ -245,8 +245,8 @@ TEST_CASE("palrt-startup: README.md's table of --report json fields is the field
     if (!documented.count(f)) undocumented += " " + f;
   for (const auto& f : documented)
     if (!printed.count(f)) unknown += " " + f;
-  INFO("printed, not in README.md's table:" << undocumented);
-  INFO("in README.md's table, not printed:" << unknown);
+  INFO("printed, not in docs/TOOLS.md's table:" << undocumented);
+  INFO("in docs/TOOLS.md's table, not printed:" << unknown);
   CHECK(undocumented.empty());
   CHECK(unknown.empty());
 }

@@ -404,7 +404,7 @@ TEST_CASE("a ThreadSanitizer program behaves and reports the same under the shim
 
 TEST_CASE("an AddressSanitizer program behaves and reports the same under the shim") {
   // ASan insists on its runtime coming first in the library list; the shim listed ahead of
-  // it needs that check off, as the README says.
+  // it needs that check off, as docs/PRELOAD.md says.
   const std::string asan = artefact("PALRT_TEST_THREAD_STARTER_ASAN");
   const std::vector<std::string> asan_env{"ASAN_OPTIONS=verify_asan_link_order=0"};
   SUBCASE("threads start and finish") {

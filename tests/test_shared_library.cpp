@@ -163,7 +163,8 @@ TEST_CASE("shared library: it exports palrt's type information and vtables, whic
   INFO("of " << palrt_types << " type symbols of palrt's, not exported: " << hidden.size()
              << (hidden.empty() ? "" : ", the first: " + hidden[0]));
   CHECK(hidden.empty());
-  // The ones the README's examples need: a finalizable, a wrapper_object, palrt's errors.
+  // The ones examples/shared needs (docs/GC.md's and docs/INTEROP.md's examples): a finalizable,
+  // a wrapper_object, palrt's errors.
   for (const std::string name : {"_ZTIN5palrt2gc6objectE", "_ZTVN5palrt2gc6objectE", "_ZTIN5palrt2gc11finalizableE",
                                  "_ZTVN5palrt2gc11finalizableE", "_ZTIN5palrt7interop14wrapper_objectE",
                                  "_ZTIN5palrt4sync10sync_errorE", "_ZTIN5palrt7startup13startup_errorE"}) {

@@ -2,9 +2,9 @@
 // A CPython extension module on palrt::cpython::identity_cache (the header's example, made
 // whole): natives(n) makes n native objects; wrapper_of(i) hands native i to Python, the
 // same Python object for as long as that object lives. Built against an installed palrt
-// through palrt-cpython.pc, with libpalrt.so shipped beside the module (README.md, "One
-// libpalrt.so for a process of many modules"); scripts/test.sh builds it with the README's
-// command and runs check.py with it.
+// through palrt-cpython.pc, with libpalrt.so shipped beside the module (docs/LINKING.md, "One
+// libpalrt.so for a process of many modules"); scripts/test.sh builds it with the two lines
+// the README shows and runs check.py with it.
 #include <palrt/cpython/identity_cache.hpp>
 
 #include <memory>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// A host on libpalrt.so whose own types derive from palrt's classes: the README's
-// `finalizable` and `com_proxy` examples as one program. Its types' type information names
+// A host on libpalrt.so whose own types derive from palrt's classes: the `finalizable` and
+// `com_proxy` examples of docs/GC.md and docs/INTEROP.md as one program. Its types' type information names
 // palrt's (typeinfo for palrt::gc::finalizable, ...), which only libpalrt.so defines, so this
 // links only if libpalrt.so exports palrt's type information and vtables. Each path given on
 // the command line is a plugin (plugin.cpp) it loads with dlopen() and runs on its runtime:
@@ -9,7 +9,7 @@
 //   c++ -std=c++20 host.cpp -o shared-host $(pkg-config --cflags --libs palrt-shared) -ldl
 //   c++ -std=c++20 -shared -fPIC plugin.cpp -o plugin.so $(pkg-config --cflags --libs palrt-shared)
 //   ./shared-host ./plugin.so
-// Exit status 0 when every step did what the README says, 1 with a line on stderr otherwise.
+// Exit status 0 when every step did what those documents say, 1 with a line on stderr otherwise.
 #include <dlfcn.h>
 
 #include <cstdio>
@@ -26,12 +26,12 @@ namespace {
 
 int finalized = 0;  // by the finalizer thread; read after wait_for_pending_finalizers()
 
-// README, "Handles, objects and the finalizer".
+// docs/GC.md, "Handles, objects and the finalizer".
 struct wrapper : palrt::gc::finalizable {
   void finalize() override { ++finalized; }  // runs on the finalizer thread
 };
 
-// README, "The interop identity cache".
+// docs/INTEROP.md.
 struct com_proxy : palrt::gc::object, palrt::interop::wrapper_object {
   explicit com_proxy(const void* id) : native(id) {}
   const void* native;
