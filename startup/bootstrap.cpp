@@ -178,18 +178,11 @@ std::unique_ptr<runtime> internal::runtime_access::bootstrap(const options& opts
     const std::int64_t end = palrt_monotonic_ns();
     rt->report_.phases.push_back({std::string(phases[i]->name()), start - t0, end - start});
   }
-  // Every phase's threads were created above; their start-up latencies overlap here.
-  const std::int64_t wait_start = palrt_monotonic_ns();
-  for (std::size_t i = 0; i < phases.size(); ++i) {
-    try {
-      phases[i]->wait_until_running(rt->services_);
-    } catch (...) {
-      unwind(i, phases.size());
-    }
-  }
-  const std::int64_t done = palrt_monotonic_ns();
-  rt->report_.running_wait_ns = done - wait_start;
-  rt->report_.bootstrap_ns = done - t0;
+  // Not waiting for the service threads to enter their loops: each exists once its phase's
+  // start() returned (the kernel made it, or start() threw and was unwound above), nothing
+  // it does on its way into its loop can fail, and what it is given meanwhile waits for it
+  // (a wake-up is kept, and a stop request too: bootstrap.hpp, "Service threads").
+  rt->report_.bootstrap_ns = palrt_monotonic_ns() - t0;
   if (const auto* barrier = pal::process_barrier_state_if_initialized()) rt->report_.barrier = *barrier;
   return rt;
 }

@@ -55,7 +55,6 @@ class finalizer_phase final : public phase {
     finalizer->launch();
     services_access::finalizer(s) = std::move(finalizer);
   }
-  void wait_until_running(runtime_services& s) override { services_access::finalizer(s)->wait_until_running(); }
   void request_stop(runtime_services& s) noexcept override {
     if (services_access::finalizer(s)) services_access::finalizer(s)->request_stop();
   }
@@ -73,7 +72,6 @@ class sync_manager_phase final : public phase {
     if (when_ == sync_worker_start::eager) manager->launch_worker();
     services_access::sync_manager(s) = std::move(manager);
   }
-  void wait_until_running(runtime_services& s) override { services_access::sync_manager(s)->wait_until_worker_running(); }
   void request_stop(runtime_services& s) noexcept override {
     if (services_access::sync_manager(s)) services_access::sync_manager(s)->request_stop();
   }

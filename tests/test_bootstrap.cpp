@@ -14,6 +14,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <chrono>
 #include <thread>
 
 #include "palrt/core/membarrier_registration.h"
@@ -21,6 +22,8 @@
 #include "palrt/pal/internal/thread_factory_access.hpp"
 #include "palrt/pal/membarrier.hpp"
 #include "palrt/pal/wake_event.hpp"
+#include "palrt/gc/typed_handles.hpp"
+#include "palrt/pal/thread_factory.hpp"
 #include "palrt/startup/bootstrap.hpp"
 #include "palrt/startup/internal/baselines.hpp"  // the orders bootstrap() is measured against
 #include "palrt/startup/preload_probe.hpp"
@@ -58,7 +61,10 @@ int bootstrap_and_describe(startup::internal::ordering order, startup::sync_work
     const auto reg = startup::summarize_registration(r);
     std::printf("phases=");
     for (const auto& p : r.phases) std::printf("%s,", p.name.c_str());
-    const int palrt_threads = palrt::testing::palrt_threads_alive();
+    // bootstrap() does not wait for its threads to run, and a thread names itself as it
+    // starts: counted once the names settle (the finalizer, and the worker if eager).
+    const int palrt_threads =
+        palrt::testing::palrt_threads_alive_settled(worker == startup::sync_worker_start::eager ? 2 : 1);
     std::printf(" registered_by=%s threads_at_registration=%d fast_path_inferred=%d strategy=%s palrt_threads=%d"
                 " foreign=%d",
                 std::string(startup::to_string(reg.registered_by)).c_str(), reg.threads_at_registration,
@@ -109,6 +115,10 @@ PALRT_FRESH_PROCESS(boot_lazy_sync_worker) {
 }
 PALRT_FRESH_PROCESS(boot_fault_in_sync_manager) {
   pal::internal::thread_factory_access::inject_thread_start_failure(1, EAGAIN);  // the finalizer starts, the sync worker does not
+  return bootstrap_and_describe(startup::internal::ordering::registered_first, startup::sync_worker_start::eager);
+}
+PALRT_FRESH_PROCESS(boot_fault_in_finalizer) {
+  pal::internal::thread_factory_access::inject_thread_start_failure(0, EAGAIN);  // the first thread: the finalizer
   return bootstrap_and_describe(startup::internal::ordering::registered_first, startup::sync_worker_start::eager);
 }
 PALRT_FRESH_PROCESS(boot_under_rlimit_nproc) {
@@ -241,7 +251,7 @@ TEST_CASE("bootstrap: a fast registration with threads alive is never reported a
 
 PALRT_FRESH_PROCESS(boot_twice) {
   auto first = startup::bootstrap();
-  const int threads = palrt::testing::palrt_threads_alive();
+  const int threads = palrt::testing::palrt_threads_alive_settled(1);  // named as it starts
   try {
     auto second = startup::bootstrap();
     std::printf("second=started palrt_threads=%d\n", palrt::testing::palrt_threads_alive());
@@ -331,6 +341,95 @@ TEST_CASE("bootstrap: a failing phase unwinds what started before it; the error 
   CHECK(has(c.out, "[EAGAIN]"));
   // The reason once: the thread factory's error says it, and what() does not repeat it.
   CHECK(occurrences(c.out, std::strerror(EAGAIN)) == 1);
+}
+
+TEST_CASE("bootstrap: a finalizer thread that cannot be created fails bootstrap itself, never later (EAGAIN)") {
+  // bootstrap() no longer waits for its threads to run: creating one is the last step that
+  // can fail, and that failure is still bootstrap()'s, unwound and named.
+  auto c = run_fresh("boot_fault_in_finalizer");
+  INFO(c.out, c.err);
+  REQUIRE(c.exit_code == 3);
+  CHECK(has(c.out, "failed phase=finalizer errno=" + std::to_string(EAGAIN) + " palrt_threads_after=0"));
+  CHECK(has(c.out, "[EAGAIN]"));
+}
+
+namespace {
+
+// Holds each palrt thread in its start hook (pal::set_thread_hooks) until opened: the window
+// between a service thread's creation and its loop, which bootstrap() does not wait out.
+struct start_gate {
+  pal::wake_event open;
+  std::atomic<int> held{0};
+};
+
+void hold_at_start(void* context) noexcept {
+  auto& gate = *static_cast<start_gate*>(context);
+  gate.held.fetch_add(1);
+  gate.open.wait();
+  gate.open.set();  // auto-reset: passed on to the next thread held here
+}
+
+std::atomic<int> gated_finalized{0};
+struct gated_probe : gc::finalizable {
+  void finalize() override { gated_finalized.fetch_add(1); }
+};
+
+}  // namespace
+
+PALRT_FRESH_PROCESS(boot_returns_before_threads_run) {
+  constexpr int objects = 5;
+  start_gate gate;
+  pal::set_thread_hooks({&hold_at_start, nullptr, &gate});
+  // If bootstrap() waited for the finalizer to run its loop, it would wait for this gate: a
+  // watchdog opens it after a bound so that such a regression fails here instead of hanging.
+  pal::wake_event main_done;
+  std::atomic<bool> watchdog_opened{false};
+  std::thread watchdog([&] {
+    if (main_done.wait_for(std::chrono::seconds(20))) return;
+    watchdog_opened.store(true);
+    gate.open.set();
+  });
+  int bad = 0;
+  {
+    auto rt = startup::bootstrap();
+    const bool returned_first = !watchdog_opened.load();
+    // Work given to the finalizer before it reached its loop is kept for it.
+    for (int i = 0; i < objects; ++i) (void)gc::make_object<gated_probe>(rt->services().collector());
+    rt->services().collector().collect();
+    const bool thread_was_held = palrt::testing::eventually([&] { return gate.held.load() == 1; });
+    const bool none_yet = gated_finalized.load() == 0;
+    gate.open.set();
+    const auto waited = rt->services().finalizer().wait_for_pending_finalizers(std::chrono::seconds(10));
+    const auto& down = rt->shutdown();
+    std::printf("returned_first=%d held=%d none_before_open=%d finalized=%d/%d wait=%d clean=%d\n", returned_first,
+                thread_was_held, none_yet, gated_finalized.load(), objects,
+                waited == gc::pending_finalizers::finalized, down.clean());
+    bad += !returned_first;
+  }
+  {
+    // A stop request made before the thread reaches its loop is kept too: the thread, once
+    // let through, stops at once and is joined.
+    start_gate second;
+    pal::set_thread_hooks({&hold_at_start, nullptr, &second});
+    auto rt = startup::bootstrap();
+    const bool held = palrt::testing::eventually([&] { return second.held.load() == 1; });
+    rt->services().finalizer().request_stop();
+    second.open.set();
+    const auto& down = rt->shutdown();
+    std::printf("stop_before_loop: held=%d clean=%d palrt_threads_after=%d\n", held, down.clean(),
+                palrt::testing::palrt_threads_alive_settled(0));
+  }
+  main_done.set();
+  watchdog.join();
+  return bad;
+}
+
+TEST_CASE("bootstrap: returns before its threads run their loops; work and a stop given meanwhile are kept") {
+  auto c = run_fresh("boot_returns_before_threads_run");
+  INFO(c.out, c.err);
+  REQUIRE(c.exit_code == 0);
+  CHECK(has(c.out, "returned_first=1 held=1 none_before_open=1 finalized=5/5 wait=1 clean=1"));
+  CHECK(has(c.out, "stop_before_loop: held=1 clean=1 palrt_threads_after=0"));
 }
 
 TEST_CASE("bootstrap: under RLIMIT_NPROC the finalizer phase fails with EAGAIN and leaves no thread") {

@@ -69,7 +69,10 @@ void service_thread::wake() noexcept {
 
 void service_thread::request_stop() noexcept {
   if (!started()) return;
-  state_->stop.store(true, std::memory_order_release);
+  // Once per launch: a second request (stop() after request_stop(), as a shutdown asks all
+  // threads first and joins them after) would only wake the thread again, a futex call while
+  // it is still on its way out. release: pairs with the loop's acquire (launch_state::stop).
+  if (state_->stop.exchange(true, std::memory_order_release)) return;
   state_->wake.set();
 }
 

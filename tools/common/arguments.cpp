@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <vector>
 
 #include "common/json_string.hpp"
 
@@ -109,30 +110,6 @@ std::optional<int> parse_count(std::string_view text, int min, int max) {
   std::from_chars(text.data(), text.data() + text.size(), value);
   if (value < min || value > max) return std::nullopt;
   return value;
-}
-
-CLI::Validator count_in(int min, int max) {
-  const std::string range = std::to_string(min) + " to " + std::to_string(max);
-  return CLI::Validator(
-      [min, max, range](std::string& text) -> std::string {
-        if (parse_count(text, min, max)) return {};
-        return shown_value(text) + " is not a decimal number from " + range +
-               " (digits only: no sign, blank, leading zero or 0x)";
-      },
-      range);
-}
-
-CLI::Validator one_of(std::vector<std::string> names) {
-  std::string list;
-  for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-  std::string description;
-  for (const auto& n : names) description += (description.empty() ? "" : "|") + n;
-  return CLI::Validator(
-      [names, list](std::string& text) -> std::string {
-        if (std::find(names.begin(), names.end(), text) != names.end()) return {};
-        return shown_value(text) + " is not one of " + list;
-      },
-      description);
 }
 
 }  // namespace palrt::tools

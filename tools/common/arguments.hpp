@@ -7,10 +7,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <vector>
-
-#include <CLI/Error.hpp>  // Validators.hpp uses it without including it (CLI11 2.1)
-#include <CLI/Validators.hpp>
 
 namespace palrt::tools {
 
@@ -27,10 +23,5 @@ std::string one_line(std::string_view message, int argc = 0, const char* const* 
 // A count given in plain decimal: digits only, no sign, blanks, leading zero, hex or octal
 // prefix (strtol-style parsing reads 010 as 8 and 0x10 as 16), within [min, max].
 std::optional<int> parse_count(std::string_view text, int min, int max);
-
-// CLI11 checks (on the text, before any conversion) with messages made by shown_value():
-// a count as parse_count() reads it, and one value of a fixed list.
-CLI::Validator count_in(int min, int max);
-CLI::Validator one_of(std::vector<std::string> names);
 
 }  // namespace palrt::tools

@@ -22,6 +22,7 @@
 #include "bench_component.hpp"
 #include "bench_report.hpp"
 #include "common/arguments.hpp"
+#include "common/cli_checks.hpp"
 #include "common/output.hpp"
 
 #ifndef PALRT_BENCH_VERSION

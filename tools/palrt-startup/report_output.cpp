@@ -48,10 +48,10 @@ void print_json_report(std::FILE* out, const run_facts& f) {
                  r.phases[i].duration_ns);
   }
   std::fprintf(out,
-               "],\"bootstrap_ns\":%" PRId64 ",\"running_wait_ns\":%" PRId64 ",\"shutdown_ns\":%" PRId64
+               "],\"bootstrap_ns\":%" PRId64 ",\"shutdown_ns\":%" PRId64
                ",\"shutdown_clean\":%s,\"extra_threads\":%d,\"processor_count\":%d,\"online_cpus\":%d"
                ",\"rcu_expedited\":%d,\"kernel\":",
-               r.bootstrap_ns, r.running_wait_ns, f.shutdown_ns, f.shutdown_clean ? "true" : "false", f.extra_threads,
+               r.bootstrap_ns, f.shutdown_ns, f.shutdown_clean ? "true" : "false", f.extra_threads,
                pal::processor_count(), pal::online_cpus(), startup::rcu_expedited());
   put_json_string(out, startup::kernel_release());
   const services_counters& c = f.services;
@@ -97,7 +97,6 @@ void print_text_report(std::FILE* out, const run_facts& f) {
   for (const auto& p : r.phases)
     std::fprintf(out, "  %-16s start %9.1f us  took %9.1f us\n", p.name.c_str(), p.start_ns / 1e3,
                  p.duration_ns / 1e3);
-  std::fprintf(out, "  (threads running) %8s       took %9.1f us\n", "", r.running_wait_ns / 1e3);
   std::fprintf(out, "bootstrap          %.1f us\n", r.bootstrap_ns / 1e3);
   std::fprintf(out, "shutdown           %.1f us (%d extra thread%s)%s\n", f.shutdown_ns / 1e3, f.extra_threads,
                f.extra_threads == 1 ? "" : "s", f.shutdown_clean ? "" : ", NOT all threads joined");

@@ -9,8 +9,16 @@
 //
 // Phases, in order, each timed (CLOCK_MONOTONIC): process barrier (membarrier registration
 // while the process has one thread, strategy choice), handle table (with the embedded
-// collector), finalizer thread, sync manager; then
-// bootstrap() waits until every service thread runs.
+// collector), finalizer thread, sync manager.
+//
+// Service threads: bootstrap() returns once each service thread exists, without waiting for
+// it to enter its loop (that wait was a round trip between two threads on every start; the
+// thread is there to serve work, and work waits for it). Nothing is lost meanwhile: work
+// signalled to a thread that has not reached its loop yet (collect() queuing finalizers) is
+// kept and served when it gets there, a stop request likewise (shutdown() joins it), and a
+// thread that cannot be created fails its phase inside bootstrap() (startup_error, below):
+// creating it is the last step that can fail. The thread hooks (pal/thread_factory.hpp) run
+// on the thread as it starts, which may be after bootstrap() returned.
 //
 // Failure: if a phase fails, the phases already started are stopped in reverse order, no
 // thread of theirs is left behind, and startup_error names the phase and carries its errno.
@@ -121,12 +129,9 @@ struct phase_record {
 
 struct startup_report {
   std::vector<phase_record> phases;
-  // From the start of the first phase until every service thread runs: for registered-first,
-  // from the start of registration. Includes running_wait_ns.
+  // From the start of the first phase to the end of the last (for registered-first, from
+  // the start of registration): every service thread exists, not necessarily running yet.
   std::int64_t bootstrap_ns = 0;
-  // After the last phase's start(), the wait until every service thread had entered its
-  // loop (the threads start up concurrently).
-  std::int64_t running_wait_ns = 0;
   pal::process_barrier_state barrier;  // strategy, mask, registration timing and census
 };
 

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
-// One step of the bootstrap. The bootstrap starts a list of phases in order and times each;
-// then it waits until every phase's threads run (so their start-up latencies overlap). If a
-// phase throws, the phases already started are stopped before the failure is reported.
-// Stopping (shutdown, or that unwinding) asks every phase to stop, in reverse order, and
-// then joins them in reverse order, so their threads wind down at the same time. Adding a
+// One step of the bootstrap. The bootstrap starts a list of phases in order and times each,
+// and returns without waiting for their threads to run their loops. If a phase throws, the
+// phases already started are stopped before the failure is reported. Stopping (shutdown, or
+// that unwinding) asks every phase to stop, in reverse order, and then joins them in reverse
+// order, so their threads wind down at the same time: one stop request and one join each. Adding a
 // service is adding a phase object and one line in make_phases() (phases.cpp).
 #pragma once
 
@@ -22,14 +22,12 @@ class phase {
   virtual ~phase() = default;
   virtual std::string_view name() const noexcept = 0;
   // Throws std::system_error (thread_start_error, barrier_error, ...) on failure, having
-  // undone its own partial work. May return before the threads it started run.
+  // undone its own partial work. Returns once its threads exist, before they run their loops.
   virtual void start(runtime_services& services) = 0;
-  // Returns once the threads start() created run their loops.
-  virtual void wait_until_running(runtime_services&) {}
   // Asks the phase's threads to finish, without waiting.
   virtual void request_stop(runtime_services&) noexcept {}
-  // Undoes start() (after request_stop()). false if a thread could not be joined within
-  // `timeout`.
+  // Undoes start() after request_stop(), which it does not repeat: joins the threads. false
+  // if a thread could not be joined within `timeout`.
   virtual bool stop(runtime_services& services, std::chrono::nanoseconds timeout) noexcept = 0;
 };
 

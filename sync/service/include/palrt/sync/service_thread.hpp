@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The lifecycle every palrt service thread shares (the finalizer, the sync manager's worker):
 // started through pal's thread factory, so membarrier registration comes first; start()
-// returns only once the thread runs its loop; idle, it sleeps on a futex (wake_event) and
+// returns only once the thread runs its loop (launch() as soon as it exists: a wake-up or a
+// stop request made before it reaches its loop is kept for it); idle, it sleeps on a futex (wake_event) and
 // costs nothing; stop() asks it to finish, wakes it and joins it within a bound.
 //
 // The loop calls `work(stop_requested)` on the service thread after each wake-up. `work`
@@ -67,7 +68,7 @@ class service_thread {
   void wake() noexcept;
 
   // Requests stop, wakes the thread and waits up to `timeout` for it to finish:
-  // request_stop() and then join(). true if it was joined (or never started). A thread that
+  // request_stop() (once per launch: a second request wakes nothing) and then join(). true if it was joined (or never started). A thread that
   // did not finish in time is detached with the state it uses, so nothing is freed under
   // it; the caller reports it. The thread may be started again afterwards.
   [[nodiscard]] bool stop(std::chrono::nanoseconds timeout = default_stop_timeout);
