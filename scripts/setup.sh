@@ -18,6 +18,7 @@ packages=(
   abigail-tools               # the abi test: abidw and abidiff compare libpalrt.so with abi/
   nlohmann-json3-dev          # tests only: reading the tools' JSON back
   mandoc                      # tests only: lints the man pages (mandoc -T lint)
+  clang-format                # tests only: the format check (scripts/format.sh --check; 14)
   libcli11-dev                # palrt-startup, palrt-bench
   # palrt-bench cache's peers, the concurrent hash maps the identity cache is measured
   # against: tbb::concurrent_hash_map, libcuckoo (headers only) and liburcu's cds_lfht

@@ -14,6 +14,8 @@ namespace {
 // Replaced tables are freed once this many wait, or this many bytes (retired_tables::due()).
 constexpr std::size_t reclaim_batch_tables = 16;
 constexpr std::size_t reclaim_batch_bytes = 256 * 1024;
+// The alignment a table is allocated with, which its release must pass again.
+constexpr std::align_val_t table_alignment{alignof(bucket_table)};
 }  // namespace
 
 unsigned bucket_bits_for(std::size_t buckets) noexcept {
@@ -30,8 +32,7 @@ unsigned slot_bits_for(std::size_t keys) noexcept {
 
 bucket_table* create_table(unsigned slot_bits) {
   const std::size_t n = std::size_t{1} << slot_bits;
-  void* memory = ::operator new(sizeof(bucket_table) + n * sizeof(bucket_table::entry),
-                                std::align_val_t{alignof(bucket_table)});
+  void* memory = ::operator new(sizeof(bucket_table) + n * sizeof(bucket_table::entry), table_alignment);
   auto* t = new (memory) bucket_table;
   t->slot_bits = slot_bits;
   t->mask = n - 1;
@@ -42,7 +43,7 @@ bucket_table* create_table(unsigned slot_bits) {
 void destroy_table(bucket_table* t) noexcept {
   if (!t) return;
   // entry and bucket_table are trivially destructible: nothing to run.
-  ::operator delete(t, std::align_val_t{alignof(bucket_table)});
+  ::operator delete(t, table_alignment);
 }
 
 std::size_t table_bytes(const bucket_table& t) noexcept {

@@ -272,6 +272,9 @@ struct host_hooks {
 // What a policy declares (host_identity_cache.hpp, "The policy"): try_acquire/release on a
 // const Policy (static members, or const ones for a policy with state), with the call's
 // context first when it declares `using context = ...`.
+// Unformatted: clang-format 14 breaks a compound requirement after its braces and writes
+// `noexcept->` (fixed in 15).
+// clang-format off
 template <class P>
 concept host_policy_without_context = requires(const P& p, void* w) {
   { p.try_acquire(w) } noexcept -> std::same_as<bool>;
@@ -282,6 +285,7 @@ concept host_policy_with_context = requires(const P& p, typename P::context c, v
   { p.try_acquire(c, w) } noexcept -> std::same_as<bool>;
   { p.release(c, w) } noexcept;
 };
+// clang-format on
 // A policy's context, or this for a policy that takes none (a type no caller can name).
 struct no_host_context {
   explicit no_host_context() = default;
