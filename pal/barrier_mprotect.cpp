@@ -142,8 +142,7 @@ std::unique_ptr<barrier_instance> make_mprotect_barrier() {
   if (const char* why = mprotect_barrier_unsuitable()) throw barrier_error(ENOTSUP, std::generic_category(), why);
   auto size = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   void* page = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (page == MAP_FAILED)
-    throw barrier_error(errno, std::generic_category(), "mprotect barrier: mmap helper page");
+  if (page == MAP_FAILED) throw barrier_error(errno, std::generic_category(), "mprotect barrier: mmap helper page");
   // Locked, the page can never be swapped out between toggles (a non-present page needs no
   // shootdown). Containers often deny mlock (EPERM) or cap it (ENOMEM); the page is then
   // used unlocked, as CoreCLR does: the write in flush() makes it present again.
@@ -158,7 +157,8 @@ std::unique_ptr<barrier_instance> make_mprotect_barrier() {
 owned_mutex& mprotect_toggle_lock() noexcept { return mprotect_barrier::toggle_lock; }
 
 std::unique_lock<owned_mutex> process_barrier_access::hold_flush_lock(barrier_instance& barrier) {
-  if (!dynamic_cast<mprotect_barrier*>(&barrier)) throw std::invalid_argument("hold_flush_lock: not an mprotect barrier");
+  if (!dynamic_cast<mprotect_barrier*>(&barrier))
+    throw std::invalid_argument("hold_flush_lock: not an mprotect barrier");
   return std::unique_lock(mprotect_barrier::toggle_lock);
 }
 

@@ -333,9 +333,8 @@ int check_lists_caller(round_slot& slot, int dir_fd, pid_t self, const char** wh
       *why = "open /proc/self/task/<tid>/status";
       return errno;
     }
-    *why =
-        "/proc/self/task does not list the calling thread under its thread id: /proc belongs to another PID "
-        "namespace (mount this namespace's own, e.g. unshare --pid --fork --mount-proc)";
+    *why = "/proc/self/task does not list the calling thread under its thread id: /proc belongs to another PID "
+           "namespace (mount this namespace's own, e.g. unshare --pid --fork --mount-proc)";
     return ESRCH;
   }
   char* buf = slot.dirents;
@@ -366,9 +365,8 @@ int check_lists_caller(round_slot& slot, int dir_fd, pid_t self, const char** wh
     }
   }
   if (ids > 1) {
-    *why =
-        "/proc belongs to an ancestor PID namespace: it lists thread ids that tgkill does not take in this one "
-        "(mount this namespace's own, e.g. unshare --pid --fork --mount-proc)";
+    *why = "/proc belongs to an ancestor PID namespace: it lists thread ids that tgkill does not take in this one "
+           "(mount this namespace's own, e.g. unshare --pid --fork --mount-proc)";
     return ESRCH;
   }
   return 0;
@@ -457,7 +455,8 @@ bool thread_off_cpu(int dir_fd, pid_t tid) {
   ::close(fd);
   // A blocked thread's line starts with its syscall number, or -1 outside a syscall.
   constexpr char running[] = "running";
-  return n > 0 && !(static_cast<std::size_t>(n) >= sizeof running - 1 && std::memcmp(buf, running, sizeof running - 1) == 0);
+  return n > 0 &&
+         !(static_cast<std::size_t>(n) >= sizeof running - 1 && std::memcmp(buf, running, sizeof running - 1) == 0);
 }
 
 // A flush that cannot reach every thread must not return as if it had: it aborts, saying why.
@@ -530,8 +529,8 @@ void check_disposition(bool foreign_handler_fatal) noexcept {
            "process against libpalrt.so";
     } else {
       m << "is handled now by another handler (" << handler_address(now) << ", in "
-        << (owner.found ? owner.path : "no loaded object")
-        << "), and a flush waited " << static_cast<long>(chained_patience_ns / 1'000'000)
+        << (owner.found ? owner.path : "no loaded object") << "), and a flush waited "
+        << static_cast<long>(chained_patience_ns / 1'000'000)
         << " ms for a running thread's acknowledgement: the host installed that handler after palrt installed "
            "its own, and it does not call palrt's";
     }
@@ -658,8 +657,7 @@ class signal_barrier final : public barrier_instance {
     return true;
   }
 
-  static void wait_for_acknowledgements(round_slot& slot, pid_t pid, target_table& t, std::size_t n,
-                                        std::uint64_t g) {
+  static void wait_for_acknowledgements(round_slot& slot, pid_t pid, target_table& t, std::size_t n, std::uint64_t g) {
     // Handlers normally answer within microseconds; past that, look for targets that need
     // no barrier (exited, or off their CPU) instead of waiting on them, send again what
     // could not be sent, and make sure the signal is still palrt's (see "The signal taken

@@ -69,8 +69,8 @@ void take(const held_lock& h) noexcept {
 
 void prepare() noexcept {
   registry_lock.lock();
-  for (fork_lock_rank rank : {fork_lock_rank::barrier_setup, fork_lock_rank::barrier_flush,
-                              fork_lock_rank::side_table, fork_lock_rank::leaf})
+  for (fork_lock_rank rank :
+       {fork_lock_rank::barrier_setup, fork_lock_rank::barrier_flush, fork_lock_rank::side_table, fork_lock_rank::leaf})
     for (held_lock* h = registered; h; h = h->next)
       if (h->rank == rank) take(*h);
 }
@@ -88,8 +88,7 @@ void in_child() noexcept {
   // its owner either (the child's thread id is not the one the parent's thread took it under).
   release_all();
   // relaxed: see fork_generation_counter (no other thread exists yet).
-  fork_generation_counter.store(fork_generation_counter.load(std::memory_order_relaxed) + 1,
-                                std::memory_order_relaxed);
+  fork_generation_counter.store(fork_generation_counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
 
 }  // namespace

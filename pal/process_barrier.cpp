@@ -91,8 +91,8 @@ void hold_barrier_locks_across_fork() {
 bool earlier_registrant_saw_one_thread(const palrt_registration& reg, internal::earlier_registration_lookup earlier) {
   if (!earlier || reg.error != 0 || reg.already_registered == 0) return false;
   const std::optional<internal::earlier_registration> record = earlier();
-  return record && (record->threads_at_registration == 1 ||
-                    (record->threads_at_registration == 0 && record->fast_path_inferred));
+  return record &&
+         (record->threads_at_registration == 1 || (record->threads_at_registration == 0 && record->fast_path_inferred));
 }
 
 void register_membarrier(process_barrier_state& st, registration_census census,
@@ -169,8 +169,7 @@ const process_barrier_state& initialize(registration_mode mode, registration_cen
         last = e;
       }
     }
-    if (!chosen)
-      throw barrier_error(last.code(), std::string("no process barrier strategy works: ") + last.what());
+    if (!chosen) throw barrier_error(last.code(), std::string("no process barrier strategy works: ") + last.what());
   }
   st.strategy = chosen->strategy();
   state = st;
@@ -256,8 +255,8 @@ double process_barrier_access::measure_flush_cost_ns(barrier_instance& barrier, 
 }
 
 void barrier_failed(const char* strategy, int error) noexcept {
-  (signal_safe_message() << "palrt: " << strategy << " process barrier failed: "
-                         << signal_safe_message::describe_errno(error))
+  (signal_safe_message()
+   << "palrt: " << strategy << " process barrier failed: " << signal_safe_message::describe_errno(error))
       .write_line();
   std::abort();
 }

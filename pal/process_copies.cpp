@@ -86,8 +86,7 @@ std::vector<copy> loaded_copies() {
   ::dl_iterate_phdr(
       [](dl_phdr_info* info, std::size_t, void* out) {
         if (has_palrt_note(*info))
-          static_cast<std::vector<copy>*>(out)->push_back(
-              {path_of(info->dlpi_name), contains(*info, &this_object)});
+          static_cast<std::vector<copy>*>(out)->push_back({path_of(info->dlpi_name), contains(*info, &this_object)});
         return 0;
       },
       &copies);

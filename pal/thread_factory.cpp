@@ -46,11 +46,8 @@ void ensure_registration_for_thread_start() {
     case registration_policy::before_first_thread:
       initialize_process_barrier(registration_mode::register_membarrier);
       break;
-    case registration_policy::never:
-      initialize_process_barrier(registration_mode::skip_membarrier);
-      break;
-    case registration_policy::deferred:
-      break;  // the host registers after its threads exist, on purpose
+    case registration_policy::never: initialize_process_barrier(registration_mode::skip_membarrier); break;
+    case registration_policy::deferred: break;  // the host registers after its threads exist, on purpose
   }
 }
 
@@ -67,9 +64,7 @@ registration_policy internal::set_registration_policy(registration_policy p) noe
   return policy.exchange(p, std::memory_order_relaxed);
 }
 
-registration_policy internal::current_registration_policy() noexcept {
-  return policy.load(std::memory_order_relaxed);
-}
+registration_policy internal::current_registration_policy() noexcept { return policy.load(std::memory_order_relaxed); }
 
 thread_start_error::thread_start_error(int error, const std::string& thread_name)
     : std::system_error(error, std::generic_category(), "cannot start thread '" + thread_name + "'"),
@@ -126,9 +121,7 @@ managed_thread& managed_thread::operator=(managed_thread&& other) noexcept {
 
 managed_thread::~managed_thread() { let_go(impl_, name_, "destroyed"); }
 
-bool managed_thread::joinable() const noexcept {
-  return impl_ && !impl_->started.forked() && impl_->thread.joinable();
-}
+bool managed_thread::joinable() const noexcept { return impl_ && !impl_->started.forked() && impl_->thread.joinable(); }
 
 // A join is neither a cancellation point nor a Boost interruption point (cancellation.hpp):
 // Boost's join waits on a boost::condition_variable and then in pthread_join(), both of which

@@ -69,8 +69,7 @@ bool wake_event::wait_for(std::chrono::nanoseconds timeout, std::chrono::nanosec
     // An absolute deadline, so that the loop does not stretch the timeout; the wait returns
     // at once if the word is no longer `clear` (a set() raced us). EINTR and spurious
     // wake-ups loop.
-    const int err = futex_wait(state_, clear,
-                               forever ? std::nullopt : std::optional(futex_deadline::at(deadline)));
+    const int err = futex_wait(state_, clear, forever ? std::nullopt : std::optional(futex_deadline::at(deadline)));
     if (err == ETIMEDOUT) {
       consumed = try_wait();  // a set() that landed at the deadline still counts
       break;

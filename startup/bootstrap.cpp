@@ -90,8 +90,10 @@ void finalize_what_is_left(runtime_services& services) noexcept {
   try {
     (void)collector->collect();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "palrt: runtime destroyed: its last collect() failed (%s); what was queued for "
-                 "finalization is freed without its finalizer\n", e.what());
+    std::fprintf(stderr,
+                 "palrt: runtime destroyed: its last collect() failed (%s); what was queued for "
+                 "finalization is freed without its finalizer\n",
+                 e.what());
   }
 }
 
@@ -100,8 +102,7 @@ void finalize_what_is_left(runtime_services& services) noexcept {
 startup_error::startup_error(std::string phase, std::error_code code, const std::string& what)
     : std::system_error(code, what), phase_(std::move(phase)) {}
 
-runtime::runtime(const options& opts, ordering order)
-    : options_(opts), phases_(internal::make_phases(opts, order)) {}
+runtime::runtime(const options& opts, ordering order) : options_(opts), phases_(internal::make_phases(opts, order)) {}
 
 runtime::~runtime() {
   shutdown();
@@ -162,8 +163,7 @@ std::unique_ptr<runtime> internal::runtime_access::bootstrap(const options& opts
     try {
       throw;
     } catch (const std::system_error& e) {
-      throw startup_error(std::string(phases[failed]->name()), e.code(),
-                          describe_failure(phases[failed]->name(), e));
+      throw startup_error(std::string(phases[failed]->name()), e.code(), describe_failure(phases[failed]->name(), e));
     }
   };
 

@@ -24,10 +24,11 @@ std::optional<pal::internal::earlier_registration> shim_registration() noexcept 
 // the kernel keeps a registration for the life of the process, and nothing needs undoing.
 class process_barrier_phase final : public phase {
  public:
-  process_barrier_phase(pal::registration_mode mode, pal::registration_census census)
-      : mode_(mode), census_(census) {}
+  process_barrier_phase(pal::registration_mode mode, pal::registration_census census) : mode_(mode), census_(census) {}
   std::string_view name() const noexcept override { return "process-barrier"; }
-  void start(runtime_services&) override { pal::internal::initialize_process_barrier(mode_, census_, &shim_registration); }
+  void start(runtime_services&) override {
+    pal::internal::initialize_process_barrier(mode_, census_, &shim_registration);
+  }
   bool stop(runtime_services&, std::chrono::nanoseconds) noexcept override { return true; }
 
  private:
@@ -89,9 +90,8 @@ std::vector<std::unique_ptr<phase>> make_phases(const options& opts, ordering or
   std::vector<std::unique_ptr<phase>> phases;
   auto barrier = std::make_unique<process_barrier_phase>(
       order == ordering::no_membarrier ? pal::registration_mode::skip_membarrier
-                                            : pal::registration_mode::register_membarrier,
-      opts.count_threads_at_registration ? pal::registration_census::always
-                                         : pal::registration_census::if_slow);
+                                       : pal::registration_mode::register_membarrier,
+      opts.count_threads_at_registration ? pal::registration_census::always : pal::registration_census::if_slow);
   if (order != ordering::threads_first) phases.push_back(std::move(barrier));
   // Service phases, in the order later ones may use earlier ones.
   phases.push_back(std::make_unique<handle_table_phase>());

@@ -40,7 +40,6 @@ using palrt::testing::run_options;
 
 namespace {
 
-
 bool has(const std::string& out, const std::string& what) { return out.find(what) != std::string::npos; }
 std::size_t occurrences(const std::string& out, const std::string& what) {
   std::size_t n = 0;
@@ -114,7 +113,8 @@ PALRT_FRESH_PROCESS(boot_lazy_sync_worker) {
   return bootstrap_and_describe(startup::internal::ordering::registered_first, startup::sync_worker_start::lazy);
 }
 PALRT_FRESH_PROCESS(boot_fault_in_sync_manager) {
-  pal::internal::thread_factory_access::inject_thread_start_failure(1, EAGAIN);  // the finalizer starts, the sync worker does not
+  pal::internal::thread_factory_access::inject_thread_start_failure(
+      1, EAGAIN);  // the finalizer starts, the sync worker does not
   return bootstrap_and_describe(startup::internal::ordering::registered_first, startup::sync_worker_start::eager);
 }
 PALRT_FRESH_PROCESS(boot_fault_in_finalizer) {
@@ -126,7 +126,8 @@ PALRT_FRESH_PROCESS(boot_under_rlimit_nproc) {
   return bootstrap_and_describe(startup::internal::ordering::registered_first, startup::sync_worker_start::eager);
 }
 
-TEST_CASE("bootstrap: registered-first registers with one thread alive, then starts the services" * palrt::testing::fallback_case) {
+TEST_CASE("bootstrap: registered-first registers with one thread alive, then starts the services" *
+          palrt::testing::fallback_case) {
   auto c = run_fresh("boot_registered_first");
   INFO(c.out, c.err);
   REQUIRE(c.exit_code == 0);
@@ -152,7 +153,8 @@ TEST_CASE("bootstrap: registered-first registers with one thread alive, then sta
   }
 }
 
-TEST_CASE("bootstrap: threads-first registers after its threads exist (the slow, old order)" * palrt::testing::fallback_case) {
+TEST_CASE("bootstrap: threads-first registers after its threads exist (the slow, old order)" *
+          palrt::testing::fallback_case) {
   auto c = run_fresh("boot_threads_first");
   INFO(c.out, c.err);
   REQUIRE(c.exit_code == 0);
@@ -233,9 +235,8 @@ TEST_CASE("bootstrap: a fast registration with threads alive is never reported a
   MESSAGE(fast_looking << " of 5 late registrations looked like the fast path");
   // The same through palrt-startup's report, which is what a person reads.
   for (int run = 0; run < 5; ++run) {
-    auto r = palrt::testing::run_process(
-        {palrt::testing::artefact("PALRT_TEST_STARTUP"), "--order", "threads-first", "--sync-worker", "eager",
-         "--report", "json"});
+    auto r = palrt::testing::run_process({palrt::testing::artefact("PALRT_TEST_STARTUP"), "--order", "threads-first",
+                                          "--sync-worker", "eager", "--report", "json"});
     INFO(r.out, r.err);
     REQUIRE(r.exit_code == 0);
     // main, the finalizer and the sync worker (and a sanitizer's own thread, if any)
@@ -402,8 +403,8 @@ PALRT_FRESH_PROCESS(boot_returns_before_threads_run) {
     const auto waited = rt->services().finalizer().wait_for_pending_finalizers(std::chrono::seconds(10));
     const auto& down = rt->shutdown();
     std::printf("returned_first=%d held=%d none_before_open=%d finalized=%d/%d wait=%d clean=%d\n", returned_first,
-                thread_was_held, none_yet, gated_finalized.load(), objects,
-                waited == gc::pending_finalizers::finalized, down.clean());
+                thread_was_held, none_yet, gated_finalized.load(), objects, waited == gc::pending_finalizers::finalized,
+                down.clean());
     bad += !returned_first;
   }
   {
@@ -439,7 +440,8 @@ TEST_CASE("bootstrap: under RLIMIT_NPROC the finalizer phase fails with EAGAIN a
   CHECK(has(c.out, "failed phase=finalizer errno=" + std::to_string(EAGAIN) + " palrt_threads_after=0"));
 }
 
-TEST_CASE("bootstrap: a barrier that cannot be set up fails the process-barrier phase before any thread" * palrt::testing::fallback_case) {
+TEST_CASE("bootstrap: a barrier that cannot be set up fails the process-barrier phase before any thread" *
+          palrt::testing::fallback_case) {
   // Forcing membarrier where it is denied (seccomp variants), or contradicting the ordering.
   if (membarrier_available()) {
     auto c = run_fresh("boot_no_membarrier", run_options{{"PALRT_BARRIER=membarrier"}, {}});
@@ -544,7 +546,8 @@ PALRT_FRESH_PROCESS(boot_with_interruption_pending) {
   return boot_with_request_pending(palrt::testing::call_with_interrupt_pending);
 }
 
-TEST_CASE("bootstrap: bootstrap(), shutdown() and the runtime's destructor are not cancellation points nor interruption points") {
+TEST_CASE("bootstrap: bootstrap(), shutdown() and the runtime's destructor are not cancellation points nor "
+          "interruption points") {
   for (const char* name : {"boot_with_cancellation_pending", "boot_with_interruption_pending"}) {
     CAPTURE(name);
     const auto c = run_fresh(name);

@@ -137,7 +137,8 @@ palrt::testing::process_result run_with_lost_stdout(const std::vector<std::strin
   palrt::testing::process_result result;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       result.timed_out = true;
       kill(pid, SIGKILL);
@@ -181,10 +182,19 @@ void check_one_line_usage_error(const palrt::testing::process_result& r, const s
 
 TEST_CASE("palrt-startup: bad arguments print one line and exit 2") {
   const std::string bin = artefact("PALRT_TEST_STARTUP");
-  for (auto args : std::vector<std::vector<std::string>>{
-           {"--bogus"}, {"--order", "sideways"}, {"--threads", "-1"}, {"--threads", "many"}, {"--report", "xml"},
-           {"--sync-worker", "sometimes"}, {"--sync-worker", "Eager"}, {"--sync-worker"}, {"extra-positional"},
-           {"--objects", "-5"}, {"--objects", "1e3"}, {"--objects", "10000001"}, {"--objects"}}) {
+  for (auto args : std::vector<std::vector<std::string>>{{"--bogus"},
+                                                         {"--order", "sideways"},
+                                                         {"--threads", "-1"},
+                                                         {"--threads", "many"},
+                                                         {"--report", "xml"},
+                                                         {"--sync-worker", "sometimes"},
+                                                         {"--sync-worker", "Eager"},
+                                                         {"--sync-worker"},
+                                                         {"extra-positional"},
+                                                         {"--objects", "-5"},
+                                                         {"--objects", "1e3"},
+                                                         {"--objects", "10000001"},
+                                                         {"--objects"}}) {
     args.insert(args.begin(), bin);
     auto r = run_process(args);
     CAPTURE(args.back());
@@ -237,7 +247,8 @@ TEST_CASE("palrt-startup: docs/TOOLS.md's table of --report json fields is the f
       at = end;
     }
   }
-  REQUIRE_MESSAGE(in_table, "docs/TOOLS.md has no table right after the paragraph \"`--report json` prints one object\"");
+  REQUIRE_MESSAGE(in_table,
+                  "docs/TOOLS.md has no table right after the paragraph \"`--report json` prints one object\"");
   std::set<std::string> printed;
   field_names(startup_json({"--objects", "1"}), "", printed);
   std::string undocumented, unknown;
@@ -299,8 +310,8 @@ TEST_CASE("palrt-startup: the JSON report parses and has every field, for each o
       REQUIRE(j.contains(key));
       CHECK(j.at(key).is_string());
     }
-    for (const std::string key : {"membarrier_mask", "registration_ns", "bootstrap_ns",
-                                  "shutdown_ns", "processor_count", "online_cpus", "rcu_expedited", "extra_threads"}) {
+    for (const std::string key : {"membarrier_mask", "registration_ns", "bootstrap_ns", "shutdown_ns",
+                                  "processor_count", "online_cpus", "rcu_expedited", "extra_threads"}) {
       CAPTURE(key);
       REQUIRE(j.contains(key));
       CHECK(j.at(key).is_number());
@@ -369,7 +380,8 @@ TEST_CASE("palrt-startup: a startup failure gives its reason once, with the errn
   CHECK(r.err.find("phase 'process-barrier' failed: PALRT_BARRIER=bogus is not one of") != std::string::npos);
   CHECK(r.err.find("[EINVAL]") != std::string::npos);
   std::size_t reasons = 0;
-  for (auto at = r.err.find(std::strerror(EINVAL)); at != std::string::npos; at = r.err.find(std::strerror(EINVAL), at + 1))
+  for (auto at = r.err.find(std::strerror(EINVAL)); at != std::string::npos;
+       at = r.err.find(std::strerror(EINVAL), at + 1))
     ++reasons;
   CHECK(reasons == 1);
 }
@@ -405,9 +417,9 @@ TEST_CASE("palrt-startup doctor: a readable report of this machine, exit 0" * pa
   auto r = run_process({artefact("PALRT_TEST_STARTUP"), "doctor"});
   INFO(r.out, r.err);
   CHECK(r.exit_code == 0);
-  for (const char* part : {"membarrier QUERY", "PRIVATE_EXPEDITED", "seccomp mode", "rcu_expedited", "CPUs",
-                           "cgroup cpu.max", "palrt would use", "FlushProcessWriteBuffers cost", "mprotect",
-                           "signal", "preload shim        not loaded"}) {
+  for (const char* part :
+       {"membarrier QUERY", "PRIVATE_EXPEDITED", "seccomp mode", "rcu_expedited", "CPUs", "cgroup cpu.max",
+        "palrt would use", "FlushProcessWriteBuffers cost", "mprotect", "signal", "preload shim        not loaded"}) {
     CAPTURE(part);
     CHECK(r.out.find(part) != std::string::npos);
   }
@@ -438,7 +450,8 @@ void check_cpu_twin(const json& row) {
 
 // The tools' smoke runs: palrt-bench --smoke is the shortest run that still prints every row of
 // the report, so these prove its format and measure nothing.
-TEST_CASE("palrt-bench: bad arguments exit 2; --version is meson's; barrier --smoke --json parses with palrt beside its baselines") {
+TEST_CASE("palrt-bench: bad arguments exit 2; --version is meson's; barrier --smoke --json parses with palrt beside "
+          "its baselines") {
   const char* bench = std::getenv("PALRT_TEST_BENCH");
   if (!bench) return;  // built with -Dbench=false
   auto bad = run_process({bench, "barrier", "--bogus"});
@@ -487,7 +500,8 @@ TEST_CASE("palrt-bench: barrier where membarrier is denied leaves out the bare s
   CHECK(variants.count("signal") == 1);
 }
 
-TEST_CASE("palrt-bench: handles --smoke --json parses with palrt beside mutex-freelist and new-delete at 1 and 2 threads") {
+TEST_CASE(
+    "palrt-bench: handles --smoke --json parses with palrt beside mutex-freelist and new-delete at 1 and 2 threads") {
   const char* bench = std::getenv("PALRT_TEST_BENCH");
   if (!bench) return;  // built with -Dbench=false
   auto bad = run_process({bench, "handles", "--bogus"});
@@ -509,8 +523,7 @@ TEST_CASE("palrt-bench: handles --smoke --json parses with palrt beside mutex-fr
     CHECK(row.at("metric").get<std::string>() == "ns_per_op");
     CHECK(row.at("value").get<double>() > 0);
     check_cpu_twin(row);
-    rows.insert(c + " " + row.at("variant").get<std::string>() + " " +
-                std::to_string(row.at("threads").get<int>()));
+    rows.insert(c + " " + row.at("variant").get<std::string>() + " " + std::to_string(row.at("threads").get<int>()));
   }
   for (const std::string c : {"alloc-release", "alloc-release/burst=1024"}) {
     for (const std::string v : {"palrt", "mutex-freelist", "new-delete"}) {
@@ -544,8 +557,8 @@ TEST_CASE("palrt-bench: cache --smoke --json parses with palrt beside its design
   std::size_t expected = 0;
   const std::string designs[] = {"palrt", "bucketed-rwlock", "single-lock", "pybind11-shards"};
   for (const std::string live : {"1", "8", "64", "1024"})
-    for (const std::string v : {"palrt", "bucketed-rwlock", "single-lock", "pybind11-shards", "no-map", "tbb",
-                                "libcuckoo", "rculfhash"})
+    for (const std::string v :
+         {"palrt", "bucketed-rwlock", "single-lock", "pybind11-shards", "no-map", "tbb", "libcuckoo", "rculfhash"})
       for (const std::string t : {"1", "2"}) {
         CAPTURE("hit/live=" + live + " " + v + " " + t);
         CHECK(rows.count("hit/live=" + live + " " + v + " ns_per_op " + t) == 1);
@@ -829,8 +842,8 @@ TEST_CASE("palrt-bench: output that cannot be written exits 1 and says so on std
   const char* bench = std::getenv("PALRT_TEST_BENCH");
   if (!bench) return;  // built with -Dbench=false
   for (const auto kind : all_lost_stdouts) {
-    for (const auto& args : std::vector<std::vector<std::string>>{
-             {"barrier", "--smoke", "--threads", "1"}, {"--help"}, {"--version"}}) {
+    for (const auto& args :
+         std::vector<std::vector<std::string>>{{"barrier", "--smoke", "--threads", "1"}, {"--help"}, {"--version"}}) {
       std::vector<std::string> argv{bench};
       argv.insert(argv.end(), args.begin(), args.end());
       const std::string what = joined(args) + " " + describe(kind);
@@ -852,8 +865,8 @@ TEST_CASE("palrt-bench: output that cannot be written exits 1 and says so on std
 TEST_CASE("--threads takes decimal digits only, in palrt-startup and palrt-bench") {
   const std::string bin = artefact("PALRT_TEST_STARTUP");
   // Each of these was once read as a number: hex, octal, a sign, surrounding blanks.
-  const std::vector<std::string> not_decimal{"0x10", "010", "+3", " 5", "5 ", "-0", "1e1", "5.0", "",
-                                             "\xd9\xa3" /* ARABIC-INDIC DIGIT THREE */};
+  const std::vector<std::string> not_decimal{"0x10", "010", "+3",  " 5", "5 ",
+                                             "-0",   "1e1", "5.0", "",   "\xd9\xa3" /* ARABIC-INDIC DIGIT THREE */};
   for (const auto& value : not_decimal) {
     CAPTURE(value);
     auto r = run_process({bin, "--threads", value});
@@ -888,15 +901,22 @@ TEST_CASE("--threads takes decimal digits only, in palrt-startup and palrt-bench
 
 // 100 KB of one character, and a value with every kind of line break and a terminal escape.
 std::vector<std::string> hostile_values() {
-  return {std::string(100000, 'x'), "a\nb\rc\x1b[31md\te\x7f" "f\x85g\xff"};
+  return {std::string(100000, 'x'), "a\nb\rc\x1b[31md\te\x7f"
+                                    "f\x85g\xff"};
 }
 
 TEST_CASE("palrt-startup: a long or multi-line bad value gives one short line, whatever the option") {
   const std::string bin = artefact("PALRT_TEST_STARTUP");
   for (const auto& value : hostile_values()) {
-    for (const auto& args : std::vector<std::vector<std::string>>{
-             {"--order", value}, {"--order=" + value}, {"--threads", value}, {"--report", value},
-             {"--sync-worker", value}, {value}, {"--" + value}, {"doctor", value}, {"--version=" + value}}) {
+    for (const auto& args : std::vector<std::vector<std::string>>{{"--order", value},
+                                                                  {"--order=" + value},
+                                                                  {"--threads", value},
+                                                                  {"--report", value},
+                                                                  {"--sync-worker", value},
+                                                                  {value},
+                                                                  {"--" + value},
+                                                                  {"doctor", value},
+                                                                  {"--version=" + value}}) {
       std::vector<std::string> argv{bin};
       argv.insert(argv.end(), args.begin(), args.end());
       CAPTURE(args.front().substr(0, 16));
@@ -913,9 +933,12 @@ TEST_CASE("palrt-bench: a long or multi-line bad value gives one short line, wha
   const char* bench = std::getenv("PALRT_TEST_BENCH");
   if (!bench) return;  // built with -Dbench=false
   for (const auto& value : hostile_values()) {
-    for (const auto& args : std::vector<std::vector<std::string>>{
-             {"barrier", "--smoke", "--threads", value}, {"--threads=" + value, "barrier", "--smoke"}, {value},
-             {"barrier", value}, {"--" + value}, {"--json=" + value, "barrier", "--smoke"}}) {
+    for (const auto& args : std::vector<std::vector<std::string>>{{"barrier", "--smoke", "--threads", value},
+                                                                  {"--threads=" + value, "barrier", "--smoke"},
+                                                                  {value},
+                                                                  {"barrier", value},
+                                                                  {"--" + value},
+                                                                  {"--json=" + value, "barrier", "--smoke"}}) {
       std::vector<std::string> argv{bench};
       argv.insert(argv.end(), args.begin(), args.end());
       CAPTURE(args.front().substr(0, 16));
@@ -928,10 +951,12 @@ TEST_CASE("palrt-bench: a long or multi-line bad value gives one short line, wha
 
 TEST_CASE("palrt-startup doctor: an option of the run is an error, before or after doctor") {
   const std::string bin = artefact("PALRT_TEST_STARTUP");
-  for (const auto& args : std::vector<std::vector<std::string>>{
-           {"doctor", "--threads", "3"}, {"--threads", "3", "doctor"}, {"--report", "json", "doctor"},
-           {"doctor", "--report", "json"}, {"--order", "threads-first", "doctor"},
-           {"doctor", "--sync-worker", "eager"}}) {
+  for (const auto& args : std::vector<std::vector<std::string>>{{"doctor", "--threads", "3"},
+                                                                {"--threads", "3", "doctor"},
+                                                                {"--report", "json", "doctor"},
+                                                                {"doctor", "--report", "json"},
+                                                                {"--order", "threads-first", "doctor"},
+                                                                {"doctor", "--sync-worker", "eager"}}) {
     std::vector<std::string> argv{bin};
     argv.insert(argv.end(), args.begin(), args.end());
     const std::string option = args[0] == "doctor" ? args[1] : args[0];
@@ -975,9 +1000,9 @@ TEST_CASE("palrt-startup: the sync worker starts lazily, as bootstrap()'s defaul
   // the sync worker only when it is eager (a sanitizer may add a thread of its own).
   if (membarrier_available()) {
     CHECK(startup_json({"--order", "threads-first"}).at("threads_at_registration").get<int>() >= 2);
-    CHECK(startup_json({"--order", "threads-first", "--sync-worker", "eager"})
-              .at("threads_at_registration")
-              .get<int>() >= 3);
+    CHECK(
+        startup_json({"--order", "threads-first", "--sync-worker", "eager"}).at("threads_at_registration").get<int>() >=
+        3);
   }
 
   const std::string bin = artefact("PALRT_TEST_STARTUP");
@@ -990,7 +1015,9 @@ TEST_CASE("palrt-startup: the sync worker starts lazily, as bootstrap()'s defaul
 
 // --- The C and C++ floors --------------------------------------------------------------------
 
-TEST_CASE("palrt-startup-reference and its C++ twin: one thread by default, two with --threads 2, other arguments exit 2" * palrt::testing::fallback_case) {
+TEST_CASE(
+    "palrt-startup-reference and its C++ twin: one thread by default, two with --threads 2, other arguments exit 2" *
+    palrt::testing::fallback_case) {
   for (const auto& [variable, name] : {std::pair{"PALRT_TEST_REFERENCE", "palrt-startup-reference"},
                                        std::pair{"PALRT_TEST_REFERENCE_CPP", "palrt-startup-reference-cpp"}}) {
     CAPTURE(name);
@@ -1037,7 +1064,8 @@ TEST_CASE("json_string, the tools' one JSON escaper: control characters escaped,
   CHECK(json_string("q\"b\\") == "\"q\\\"b\\\\\"");
   CHECK(json_string("a\nb\x01\x7f") == "\"a\\nb\\u0001\\u007f\"");
   CHECK(json_string("caf\xc3\xa9") == "\"caf\xc3\xa9\"");  // valid UTF-8 passes as it is
-  CHECK(json_string("\xff" "x\xc3") == "\"\\ufffdx\\ufffd\"");
+  CHECK(json_string("\xff"
+                    "x\xc3") == "\"\\ufffdx\\ufffd\"");
   CHECK(json_string("\xed\xa0\x80") == "\"\\ufffd\\ufffd\\ufffd\"");  // a surrogate is not UTF-8
   // Whatever the bytes, the result parses back as one JSON string.
   std::string every_byte;
@@ -1070,14 +1098,13 @@ TEST_CASE("palrt-bench: gc --smoke --json reports every walk beside the walk it 
     CHECK(row.at("value").get<double>() > 0);
     CHECK(rows.insert(key).second);
   }
-  CHECK(rows == std::set<std::string>{
-                    "young-sweep aged ns_per_collection 1", "young-sweep full ns_per_collection 1",
-                    "parallel-sweep palrt ns_per_op 1", "parallel-sweep palrt@cpu ns_per_op 1",
-                    "parallel-sweep palrt ns_per_op 2",
-                    "sweep-relocate sweep-relocate ns_per_op 1", "sweep-relocate sweep ns_per_op 1",
-                    "dependent-chain walk-order ns_per_op 1", "dependent-chain reverse-order ns_per_op 1",
-                    "dependent-chain rounds-walk-order ns_per_op 1",
-                    "dependent-chain rounds-reverse-order ns_per_op 1"});
+  CHECK(rows == std::set<std::string>{"young-sweep aged ns_per_collection 1", "young-sweep full ns_per_collection 1",
+                                      "parallel-sweep palrt ns_per_op 1", "parallel-sweep palrt@cpu ns_per_op 1",
+                                      "parallel-sweep palrt ns_per_op 2", "sweep-relocate sweep-relocate ns_per_op 1",
+                                      "sweep-relocate sweep ns_per_op 1", "dependent-chain walk-order ns_per_op 1",
+                                      "dependent-chain reverse-order ns_per_op 1",
+                                      "dependent-chain rounds-walk-order ns_per_op 1",
+                                      "dependent-chain rounds-reverse-order ns_per_op 1"});
 }
 
 // --- The shim and procfs ------------------------------------------------------------------------
@@ -1143,8 +1170,15 @@ TEST_CASE("palrt-startup under the shim opens nothing in /proc after the shim's 
     const auto log = dir / (verbose ? "verbose.log" : "quiet.log");
     // -E: the shim goes to palrt-startup only, not to strace. strace slows every syscall, so
     // the shim's own registration may look slow and be counted: allowed, and before palrt's.
-    std::vector<std::string> argv{"strace", "-f", "-y", "-e", "trace=openat,open,openat2,membarrier",
-                                  "-o", log.string(), "-E", "LD_PRELOAD=" + artefact("PALRT_TEST_SHIM")};
+    std::vector<std::string> argv{"strace",
+                                  "-f",
+                                  "-y",
+                                  "-e",
+                                  "trace=openat,open,openat2,membarrier",
+                                  "-o",
+                                  log.string(),
+                                  "-E",
+                                  "LD_PRELOAD=" + artefact("PALRT_TEST_SHIM")};
     if (verbose) argv.insert(argv.end(), {"-E", "PALRT_PRELOAD_VERBOSE=1"});
     argv.push_back(artefact("PALRT_TEST_STARTUP"));
     auto r = run_process(argv);

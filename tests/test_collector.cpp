@@ -125,7 +125,7 @@ TEST_CASE_FIXTURE(fixture, "collector: a dependent handle keeps its secondary al
   CHECK(watch_secondary.cleared());  // collected in a further round of the same collect()
   CHECK(r.rounds >= 2);
   CHECK(destroyed == 2);
-  d.reset();  // the sweep dropped the secondary: the owner must not drop it again
+  d.reset();                          // the sweep dropped the secondary: the owner must not drop it again
   CHECK(handles_in_use(table) == 1);  // watch_secondary
 }
 
@@ -254,7 +254,8 @@ magic_reader read_twice(weak_handle<node>* w) {
 
 }  // namespace
 
-TEST_CASE_FIXTURE(fixture, "collector: a coroutine suspended inside a read section stays protected after its caller's section ends") {
+TEST_CASE_FIXTURE(
+    fixture, "collector: a coroutine suspended inside a read section stays protected after its caller's section ends") {
   ref<node> n = make_object<node>(gc, 4);
   weak_handle<node> w(n);
   magic_reader reader = read_twice(&w);
@@ -272,7 +273,8 @@ TEST_CASE_FIXTURE(fixture, "collector: a coroutine suspended inside a read secti
   CHECK(destroyed == 1);
 }
 
-TEST_CASE_FIXTURE(fixture, "collector: 65535 open sections of one thread, closed in any order; one more throws and changes nothing") {
+TEST_CASE_FIXTURE(
+    fixture, "collector: 65535 open sections of one thread, closed in any order; one more throws and changes nothing") {
   constexpr std::size_t most = 65535;
   std::vector<std::optional<read_section>> open(most + 1);
   for (std::size_t i = 0; i < most; ++i) open[i].emplace();
@@ -304,7 +306,7 @@ TEST_CASE("grace period: a batch retired after a scan never passes it, even when
   namespace gp = palrt::gc::internal;
   const std::uint64_t retired_before = gp::retire_epoch();
   const std::uint64_t scan = gp::oldest_reader_epoch();  // no thread is in a section
-  CHECK(scan > retired_before);  // what was retired before the scan passes
+  CHECK(scan > retired_before);                          // what was retired before the scan passes
   read_section r;  // a reader that came after the scan, and may load what is retired next
   const std::uint64_t retired_after = gp::retire_epoch();
   INFO("scan " << scan << ", batch retired after it tagged " << retired_after);
@@ -320,7 +322,8 @@ TEST_CASE("collector: collects on its own every N allocations when asked") {
   CHECK(destroyed >= 48);
 }
 
-TEST_CASE("collector: destroyed with no finalizer, it frees finalizable objects that its own last collections leave dead") {
+TEST_CASE(
+    "collector: destroyed with no finalizer, it frees finalizable objects that its own last collections leave dead") {
   // A finalizable kept alive only by an object that dies with the collector's last
   // collections is queued for a finalizer that no longer runs: it must be freed all the same.
   struct holder : object {
@@ -358,7 +361,8 @@ struct counted_finalizable : finalizable {
 };
 }  // namespace
 
-TEST_CASE_FIXTURE(fixture, "collector: without a finalizer thread, collect() runs the finalizers itself; nothing is held pending") {
+TEST_CASE_FIXTURE(
+    fixture, "collector: without a finalizer thread, collect() runs the finalizers itself; nothing is held pending") {
   // A standalone collector (no finalizer thread ever attached) must not hold dead
   // finalizable objects, their handles and what they keep, in a queue nobody drains.
   finalizers_ran = 0;
@@ -375,7 +379,7 @@ TEST_CASE_FIXTURE(fixture, "collector: without a finalizer thread, collect() run
   CHECK(first.finalized_inline == n);
   CHECK(gc.counters().finalized_inline == n);
   CHECK(gc.counters().inline_finalizer_exceptions == 1);  // contained and counted
-  const collection_report second = gc.collect();  // finalized: freed by the next collection
+  const collection_report second = gc.collect();          // finalized: freed by the next collection
   CHECK(second.weak_long_cleared == n);
   CHECK(destroyed == n);
   int cleared = 0;
@@ -527,7 +531,8 @@ PALRT_FRESH_PROCESS(thread_exits_inside_read_section) {
   return 0;
 }
 
-TEST_CASE("collector: a thread that exits inside a read section neither holds up grace periods nor leaves its record open") {
+TEST_CASE(
+    "collector: a thread that exits inside a read section neither holds up grace periods nor leaves its record open") {
   auto c = palrt::testing::run_fresh("thread_exits_inside_read_section");
   CHECK(c.exit_code == 0);
   CHECK(c.out == "held while inside: 1, freed after: 1\n");
@@ -547,7 +552,8 @@ PALRT_FRESH_PROCESS(collector_without_bootstrap) {
   return 0;
 }
 
-TEST_CASE("collector: without bootstrap(), the first collect() initialises the process barrier, and its state says so") {
+TEST_CASE(
+    "collector: without bootstrap(), the first collect() initialises the process barrier, and its state says so") {
   auto lazy = palrt::testing::run_fresh("collector_without_bootstrap");
   CHECK(lazy.exit_code == 0);
   CHECK(lazy.out == "before: 0, after: 1, on first use: 1\n");
@@ -563,8 +569,8 @@ TEST_CASE("collector: misuse is reported: an object made without make_object, a 
   CHECK(loose.err.find("palrt: a palrt::gc::object was constructed outside make_object()") != std::string::npos);
 
   // LeakSanitizer would count the deliberately kept state as a leak.
-  auto early = palrt::testing::run_fresh("collector_destroyed_with_live_objects",
-                                         {{"ASAN_OPTIONS=detect_leaks=0"}, {}});
+  auto early =
+      palrt::testing::run_fresh("collector_destroyed_with_live_objects", {{"ASAN_OPTIONS=detect_leaks=0"}, {}});
   CHECK(early.exit_code == 0);
   CHECK(early.out == "survived\n");
   CHECK(early.err.find("palrt: collector destroyed with 1 objects not freed") != std::string::npos);
@@ -596,12 +602,13 @@ PALRT_FRESH_PROCESS(collect_with_cancellation_pending) {
         finalized_inline = gc.collect().finalized_inline;  // no finalizer thread: runs it here
       },
       {}, {});
-  std::printf("returned=%d acted_after=%d finalized_inline=%zu runs=%d\n", o.returned, o.acted_after,
-              finalized_inline, reaches_a_cancellation_point::runs.load());
+  std::printf("returned=%d acted_after=%d finalized_inline=%zu runs=%d\n", o.returned, o.acted_after, finalized_inline,
+              reaches_a_cancellation_point::runs.load());
   return 0;
 }
 
-TEST_CASE("cancellation: collect() is not a cancellation point, and the finalizers it runs run with cancellation disabled") {
+TEST_CASE(
+    "cancellation: collect() is not a cancellation point, and the finalizers it runs run with cancellation disabled") {
   const auto c = palrt::testing::run_fresh("collect_with_cancellation_pending");
   CHECK(c.term_signal == 0);
   CHECK(c.exit_code == 0);
@@ -627,8 +634,7 @@ void check_synchronize_runs_its_course(Driver with_request_pending) {
   make_object<node>(gc).reset();
   REQUIRE(gc.collect().awaiting_grace_period == 1);  // the reader holds it
   bool drained = true;
-  const palrt::testing::cancellation_outcome o =
-      with_request_pending([&] { drained = gc.synchronize(300ms); }, {}, {});
+  const palrt::testing::cancellation_outcome o = with_request_pending([&] { drained = gc.synchronize(300ms); }, {}, {});
   may_leave.count_down();
   reader.join();
   CHECK_MESSAGE(o.returned, "synchronize() was unwound: it acted as a cancellation point");
@@ -642,6 +648,7 @@ TEST_CASE("cancellation: synchronize() is not a cancellation point; a pending pt
   check_synchronize_runs_its_course(palrt::testing::call_with_cancel_pending);
 }
 
-TEST_CASE("cancellation: synchronize() is not a Boost interruption point; a pending interrupt() acts after it returned") {
+TEST_CASE(
+    "cancellation: synchronize() is not a Boost interruption point; a pending interrupt() acts after it returned") {
   check_synchronize_runs_its_course(palrt::testing::call_with_interrupt_pending);
 }

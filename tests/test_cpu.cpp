@@ -65,8 +65,7 @@ TEST_CASE("cpu: a cgroup v2 cpu.max, when present, is parsed and bounds the coun
     return;
   }
   CHECK(limit->period_us > 0);
-  if (limit->quota_us > 0)
-    CHECK(pal::processor_count() <= (limit->quota_us + limit->period_us - 1) / limit->period_us);
+  if (limit->quota_us > 0) CHECK(pal::processor_count() <= (limit->quota_us + limit->period_us - 1) / limit->period_us);
 }
 
 TEST_CASE("cpu: cpu.max parses as the kernel writes it, and a quota rounds up to whole CPUs") {
@@ -79,8 +78,8 @@ TEST_CASE("cpu: cpu.max parses as the kernel writes it, and a quota rounds up to
   auto one_and_a_half = cpu::parse_cgroup_cpu_max("150000 100000\n");
   REQUIRE(one_and_a_half);
   CHECK(one_and_a_half->quota_us == 150000);
-  CHECK(cpu::processor_count(8, one_and_a_half) == 2);  // 1.5 CPUs of time: 2 can run
-  CHECK(cpu::processor_count(1, one_and_a_half) == 1);  // never more than the affinity allows
+  CHECK(cpu::processor_count(8, one_and_a_half) == 2);                            // 1.5 CPUs of time: 2 can run
+  CHECK(cpu::processor_count(1, one_and_a_half) == 1);                            // never more than the affinity allows
   CHECK(cpu::processor_count(8, cpu::parse_cgroup_cpu_max("5000 100000")) == 1);  // never 0
 
   for (const char* bad : {"", "max", "100000", "abc 100000", "100000 0", "-5 100000", "12x 100000"}) {

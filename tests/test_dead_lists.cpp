@@ -289,7 +289,7 @@ TEST_CASE("dead lists: a thread that exits between a collection's two takes (T1,
   const collection_report first = gc.collect();  // T1 (shared: empty), the thread runs and exits, T2
   CHECK(on_shared_after_exit == 1);              // its exit-time death went to the shared list
   CHECK(first.found_dead == 1);                  // its earlier death, taken by T2
-  gc.collect();  // takes the exit-time death
+  gc.collect();                                  // takes the exit-time death
   const auto runs = finalized.take();
   INFO("finalized: " << describe(runs));
   CHECK(runs == std::vector<std::pair<int, int>>{{1, 0}, {1, 1}});
@@ -369,8 +369,8 @@ TEST_CASE("dead lists: automatic collections free what died on their own thread;
   const std::size_t own_only = 63 * every - 10;
   for (std::size_t i = 0; i < own_only; ++i) make_object<plain>(gc).reset();
   CHECK(gc.counters().collections == 63);
-  CHECK(collector_access::dead_on_slot(gc, consumer_slot) == 10);  // untouched by them
-  CHECK(plain_destroyed >= static_cast<int>(own_only - 2 * every));  // this thread's own, but the last batches
+  CHECK(collector_access::dead_on_slot(gc, consumer_slot) == 10);          // untouched by them
+  CHECK(plain_destroyed >= static_cast<int>(own_only - 2 * every));        // this thread's own, but the last batches
   for (std::size_t i = 0; i < every; ++i) make_object<plain>(gc).reset();  // the 64th: everything
   CHECK(gc.counters().collections == 64);
   CHECK(collector_access::dead_on_slot(gc, consumer_slot) == 0);

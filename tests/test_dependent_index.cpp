@@ -46,7 +46,8 @@ TEST_CASE("dependent index: a lookup finds exactly the secondaries of the primar
   std::vector<std::vector<handle>> handles(primaries);
   const std::size_t buckets_before = handle_table_access::dependent_index_buckets(table);
   for (std::size_t p = 0; p < primaries; ++p)
-    for (std::size_t j = 0; j < 3; ++j) handles[p].push_back(table.allocate(handle_kind::dependent, &objects[p], &seconds[p * 3 + j]));
+    for (std::size_t j = 0; j < 3; ++j)
+      handles[p].push_back(table.allocate(handle_kind::dependent, &objects[p], &seconds[p * 3 + j]));
   CHECK(handle_table_access::dependent_index_buckets(table) > buckets_before);
   std::size_t wrong = 0;
   for (std::size_t p = 0; p < primaries; ++p) {
@@ -59,8 +60,7 @@ TEST_CASE("dependent index: a lookup finds exactly the secondaries of the primar
   // A null secondary is not reported.
   table.release(handles[0][1]);
   CHECK(secondaries_of(table, &objects[0]) == std::multiset<void*>{&seconds[0], &seconds[2]});
-  const std::size_t cleared =
-      table.sweep_weak(handle_kind::dependent, [&](void* t) { return t != &objects[1]; });
+  const std::size_t cleared = table.sweep_weak(handle_kind::dependent, [&](void* t) { return t != &objects[1]; });
   CHECK(cleared == 3);
   CHECK(secondaries_of(table, &objects[1]).empty());
   table.set_secondary(handles[2][0], nullptr);
@@ -116,7 +116,8 @@ TEST_CASE("dependent index: a node moved to another chain under a lookup does no
   std::vector<cell> others(64);
   cell* elsewhere = nullptr;
   for (auto& o : others)
-    if (handle_table_access::dependent_index_bucket(table, &o) != handle_table_access::dependent_index_bucket(table, &primary)) {
+    if (handle_table_access::dependent_index_bucket(table, &o) !=
+        handle_table_access::dependent_index_bucket(table, &primary)) {
       elsewhere = &o;
       break;
     }
@@ -132,12 +133,15 @@ TEST_CASE("dependent index: a node moved to another chain under a lookup does no
     handle moved{};
     int calls = 0;
   } m{&table, &hs.back(), elsewhere, &other_secondary};
-  handle_table_access::set_dependent_traversal_hook(table, [](void* c) {
-    auto& m = *static_cast<moving*>(c);
-    if (m.calls++ != 0) return;
-    m.table->release(*m.first);  // into this thread's cache ...
-    m.moved = m.table->allocate(handle_kind::dependent, m.elsewhere, m.secondary);  // ... and out again
-  }, &m);
+  handle_table_access::set_dependent_traversal_hook(
+      table,
+      [](void* c) {
+        auto& m = *static_cast<moving*>(c);
+        if (m.calls++ != 0) return;
+        m.table->release(*m.first);                                                     // into this thread's cache ...
+        m.moved = m.table->allocate(handle_kind::dependent, m.elsewhere, m.secondary);  // ... and out again
+      },
+      &m);
   const auto found = distinct(secondaries_of(table, &primary));
   handle_table_access::set_dependent_traversal_hook(table, nullptr, nullptr);
   REQUIRE(m.moved);
@@ -171,11 +175,14 @@ TEST_CASE("dependent index: growth that replaces the table under a lookup does n
     std::vector<handle> made;
     int calls = 0;
   } g{&table, &fillers, {}};
-  handle_table_access::set_dependent_traversal_hook(table, [](void* c) {
-    auto& g = *static_cast<growing*>(c);
-    if (g.calls++ != 0) return;
-    for (auto& f : *g.fillers) g.made.push_back(g.table->allocate(handle_kind::dependent, &f, &f));
-  }, &g);
+  handle_table_access::set_dependent_traversal_hook(
+      table,
+      [](void* c) {
+        auto& g = *static_cast<growing*>(c);
+        if (g.calls++ != 0) return;
+        for (auto& f : *g.fillers) g.made.push_back(g.table->allocate(handle_kind::dependent, &f, &f));
+      },
+      &g);
   const auto found = distinct(secondaries_of(table, &primary));
   handle_table_access::set_dependent_traversal_hook(table, nullptr, nullptr);
   CHECK(handle_table_access::dependent_index_buckets(table) > buckets);

@@ -90,7 +90,8 @@ struct chain {
 
 }  // namespace
 
-TEST_CASE("dependent promotion: a chain against the walk order is promoted in one walk, in calls linear in its length") {
+TEST_CASE(
+    "dependent promotion: a chain against the walk order is promoted in one walk, in calls linear in its length") {
   for (const bool reverse : {false, true}) {
     CAPTURE(reverse);
     const std::size_t n = 4000;
@@ -125,13 +126,15 @@ TEST_CASE("dependent promotion: handles whose primary stays dead wait, and the d
   CHECK_FALSE(s3.marked);
   CHECK(p.pending() == 2);
   std::set<void*> reported;
-  CHECK(table.sweep_weak(handle_kind::dependent, [](void* o) { return static_cast<object*>(o)->marked; },
-                         [&](void*, void* s) { reported.insert(s); }) == 2);
+  CHECK(table.sweep_weak(
+            handle_kind::dependent, [](void* o) { return static_cast<object*>(o)->marked; },
+            [&](void*, void* s) { reported.insert(s); }) == 2);
   CHECK(reported == std::set<void*>{&s2, &s3});
   for (handle h : {a, b, c}) (void)table.release(h);
 }
 
-TEST_CASE("dependent promotion: many handles on one primary are all reported by its first on_marked, and mark may recurse") {
+TEST_CASE(
+    "dependent promotion: many handles on one primary are all reported by its first on_marked, and mark may recurse") {
   handle_table table;
   object primary, other;
   std::vector<std::unique_ptr<object>> secondaries;
@@ -166,7 +169,8 @@ TEST_CASE("dependent promotion: many handles on one primary are all reported by 
   for (handle h : handles) (void)table.release(h);
 }
 
-TEST_CASE("dependent promotion: a young promotion walks only young blocks; a moving collector marks by the old address and relocates after") {
+TEST_CASE("dependent promotion: a young promotion walks only young blocks; a moving collector marks by the old address "
+          "and relocates after") {
   handle_table table;
   object old_primary, old_secondary;
   const handle old_one = table.allocate(handle_kind::dependent, &old_primary, &old_secondary);

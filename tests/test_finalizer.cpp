@@ -162,7 +162,9 @@ struct resurrects_twice : finalizable {
 };
 }  // namespace
 
-TEST_CASE_FIXTURE(fixture, "finalizer: a resurrect() after every reference from the first was dropped does not revive the dead object") {
+TEST_CASE_FIXTURE(
+    fixture,
+    "finalizer: a resurrect() after every reference from the first was dropped does not revive the dead object") {
   make_object<resurrects_twice>(gc).reset();
   gc.collect();
   REQUIRE(finalizer.wait_for_pending_finalizers(10s) == pending_finalizers::finalized);
@@ -201,7 +203,8 @@ TEST_CASE_FIXTURE(fixture, "finalizer: a finalized object is freed by the next c
   CHECK(finalizer.counters().longest_finalizer_ns > 0);
 }
 
-TEST_CASE_FIXTURE(fixture, "finalizer: objects queued just before wait_for_pending_finalizers() are finalized when it returns") {
+TEST_CASE_FIXTURE(fixture,
+                  "finalizer: objects queued just before wait_for_pending_finalizers() are finalized when it returns") {
   // The finalizer is kept busy with earlier objects so that a drain is in progress when the
   // caller's objects are queued; waiting must not return on that earlier drain.
   const int rounds = static_cast<int>(100 * palrt::testing::scale());
@@ -215,8 +218,8 @@ TEST_CASE_FIXTURE(fixture, "finalizer: objects queued just before wait_for_pendi
     gc.collect();  // 32 more, queued just before the wait
     const auto result = finalizer.wait_for_pending_finalizers(10s);
     REQUIRE(result == pending_finalizers::finalized);
-    REQUIRE_MESSAGE(finalized.load() == (round + 1) * 64,
-                    "round " << round << ": " << finalized.load() - before << " of the 32 queued just before were finalized");
+    REQUIRE_MESSAGE(finalized.load() == (round + 1) * 64, "round " << round << ": " << finalized.load() - before
+                                                                   << " of the 32 queued just before were finalized");
   }
   CHECK(finalizer.counters().pending == 0);
 }
@@ -284,7 +287,8 @@ struct where : finalizable {
 };
 }  // namespace
 
-TEST_CASE("finalizer: once the finalizer thread is stopped, collect() runs the finalizers itself; nothing is left pending") {
+TEST_CASE(
+    "finalizer: once the finalizer thread is stopped, collect() runs the finalizers itself; nothing is left pending") {
   finalized = 0;
   handle_table table;
   collector gc(table);
@@ -336,7 +340,8 @@ TEST_CASE("finalizer: a throwing finalizer is contained, counted and reported; t
   handle_table table;
   collector gc(table);
   std::atomic<int> handled{0};
-  finalizer_thread f(gc, finalizer_options{.batch = 4, .on_exception = [&](std::exception_ptr) { handled.fetch_add(1); }});
+  finalizer_thread f(gc,
+                     finalizer_options{.batch = 4, .on_exception = [&](std::exception_ptr) { handled.fetch_add(1); }});
   f.start();
   for (int i = 0; i < 10; ++i) make_object<throwing>(gc, i % 2 == 0).reset();
   for (int i = 0; i < 10; ++i) make_object<counted>(gc).reset();
@@ -432,7 +437,7 @@ TEST_CASE("finalizer: a blocking finalizer cannot hang shutdown; what was left i
     REQUIRE(entered.wait_for(10s));
     CHECK(f.counters().running_finalizer_ns > 0);  // the stuck one is visible
     CHECK(f.wait_for_pending_finalizers(1ms) == pending_finalizers::timed_out);
-    CHECK_FALSE(f.stop(50ms));  // missed its deadline: detached, shutdown goes on
+    CHECK_FALSE(f.stop(50ms));              // missed its deadline: detached, shutdown goes on
     CHECK(f.counters().left_at_stop == 6);  // the blocked one and the five behind it
     CHECK(f.wait_for_pending_finalizers() == pending_finalizers::not_running);
     // The five stay queued; the collector's destructor frees them without their finalizers
@@ -491,7 +496,8 @@ void queue_behind_a_blocking_finalizer(collector& gc, std::vector<tallied::recor
 }
 }  // namespace
 
-TEST_CASE("finalizer: a stop that misses its deadline inside a slow finalizer leaves the rest queued; the next collect() runs them at once") {
+TEST_CASE("finalizer: a stop that misses its deadline inside a slow finalizer leaves the rest queued; the next "
+          "collect() runs them at once") {
   blocking_events ev;
   std::vector<tallied::record> records(queued_behind);  // first: the objects write theirs when freed
   handle_table table;
@@ -525,7 +531,8 @@ TEST_CASE("finalizer: a stop that misses its deadline inside a slow finalizer le
   CHECK(t.freed == queued_behind);
 }
 
-TEST_CASE("finalizer: started again after a stop that missed its deadline, the new thread runs what the stuck one left") {
+TEST_CASE(
+    "finalizer: started again after a stop that missed its deadline, the new thread runs what the stuck one left") {
   blocking_events ev;
   std::vector<tallied::record> records(queued_behind);  // first: the objects write theirs when freed
   handle_table table;
@@ -541,7 +548,8 @@ TEST_CASE("finalizer: started again after a stop that missed its deadline, the n
   CHECK(palrt::testing::eventually([&gc] { return gc.counters().finalization_pending == 1; }));
   int on_new_thread = 0;
   for (const auto& r : records) on_new_thread += r.runs == 1 && r.ran_on != std::this_thread::get_id();
-  CHECK_MESSAGE(on_new_thread == queued_behind, on_new_thread << " of " << queued_behind << " ran once on the new thread");
+  CHECK_MESSAGE(on_new_thread == queued_behind,
+                on_new_thread << " of " << queued_behind << " ran once on the new thread");
   ev.may_return.set();
   CHECK(palrt::testing::eventually([] { return finalizer_done_with_events.load(std::memory_order_acquire); }));
   CHECK(palrt::testing::eventually([stuck] { return !palrt::testing::thread_exists(stuck); }));
@@ -550,7 +558,8 @@ TEST_CASE("finalizer: started again after a stop that missed its deadline, the n
   CHECK(t.twice == 0);
 }
 
-TEST_CASE("finalizer: a runtime destroyed while a finalizer that missed the shutdown deadline still runs first runs every finalizer queued behind it") {
+TEST_CASE("finalizer: a runtime destroyed while a finalizer that missed the shutdown deadline still runs first runs "
+          "every finalizer queued behind it") {
   blocking_events ev;
   std::vector<tallied::record> records(queued_behind);  // first: the objects write theirs when freed
   startup::options opts;
@@ -565,7 +574,8 @@ TEST_CASE("finalizer: a runtime destroyed while a finalizer that missed the shut
   tally t = count_runs(records, std::this_thread::get_id());
   CHECK_MESSAGE(t.lost == 0, t.lost << " of " << queued_behind << " queued finalizers never ran");
   CHECK_MESSAGE(t.twice == 0, t.twice << " finalizers ran twice");
-  CHECK_MESSAGE(t.elsewhere == 0, t.elsewhere << " finalizers ran on another thread than the one destroying the runtime");
+  CHECK_MESSAGE(t.elsewhere == 0,
+                t.elsewhere << " finalizers ran on another thread than the one destroying the runtime");
   CHECK(t.freed == queued_behind);  // finalized, then freed with the collector
 
   ev.may_return.set();
@@ -631,11 +641,13 @@ void check_wait_for_pending_finalizers_runs_its_course(Driver with_request_pendi
 }
 }  // namespace
 
-TEST_CASE("cancellation: wait_for_pending_finalizers() is not a cancellation point; a pending pthread_cancel acts after it returned") {
+TEST_CASE("cancellation: wait_for_pending_finalizers() is not a cancellation point; a pending pthread_cancel acts "
+          "after it returned") {
   check_wait_for_pending_finalizers_runs_its_course(palrt::testing::call_with_cancel_pending);
 }
 
-TEST_CASE("cancellation: wait_for_pending_finalizers() is not a Boost interruption point; a pending interrupt() acts after it returned") {
+TEST_CASE("cancellation: wait_for_pending_finalizers() is not a Boost interruption point; a pending interrupt() acts "
+          "after it returned") {
   check_wait_for_pending_finalizers_runs_its_course(palrt::testing::call_with_interrupt_pending);
 }
 

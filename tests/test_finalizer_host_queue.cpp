@@ -106,7 +106,8 @@ TEST_CASE("finalizer, host queue: concurrent waiters each see what was ready bef
     threads.emplace_back([&, p] {
       for (int r = 0; r < rounds; ++r) {
         const int first = (p * rounds + r) * per_round;
-        for (int k = 0; k < per_round; ++k) q.push([&runs, i = first + k] { runs[static_cast<std::size_t>(i)].fetch_add(1); });
+        for (int k = 0; k < per_round; ++k)
+          q.push([&runs, i = first + k] { runs[static_cast<std::size_t>(i)].fetch_add(1); });
         CHECK(f.wait_for_pending_finalizers() == pending_finalizers::finalized);
         for (int k = 0; k < per_round; ++k)
           if (runs[static_cast<std::size_t>(first + k)].load() == 0) not_run_at_return.fetch_add(1);
@@ -126,7 +127,8 @@ TEST_CASE("finalizer, host queue: concurrent waiters each see what was ready bef
   CHECK(f.counters().finalized == runs.size());
 }
 
-TEST_CASE("finalizer, host queue: a throwing finalizer is contained and counted; a wait from a finalizer returns at once") {
+TEST_CASE(
+    "finalizer, host queue: a throwing finalizer is contained and counted; a wait from a finalizer returns at once") {
   host_queue q;
   std::vector<std::string> seen;
   finalizer_options options;
@@ -174,7 +176,8 @@ void check_host_queue_wait_runs_its_course(Driver with_request_pending) {
   pending_finalizers result = pending_finalizers::timed_out;
   const palrt::testing::cancellation_outcome o =
       with_request_pending([&] { result = f.wait_for_pending_finalizers(); }, {}, [&] { may_return.set(); });
-  CHECK_MESSAGE(o.returned, "wait_for_pending_finalizers() on a host queue was unwound: it acted as a cancellation point");
+  CHECK_MESSAGE(o.returned,
+                "wait_for_pending_finalizers() on a host queue was unwound: it acted as a cancellation point");
   CHECK(o.acted_after);
   CHECK(result == pending_finalizers::finalized);
   CHECK(ran.load() == 6);
@@ -182,7 +185,8 @@ void check_host_queue_wait_runs_its_course(Driver with_request_pending) {
 }
 }  // namespace
 
-TEST_CASE("finalizer, host queue: wait_for_pending_finalizers() is not a cancellation point; a pending pthread_cancel acts after it returned") {
+TEST_CASE("finalizer, host queue: wait_for_pending_finalizers() is not a cancellation point; a pending pthread_cancel "
+          "acts after it returned") {
   check_host_queue_wait_runs_its_course(palrt::testing::call_with_cancel_pending);
 }
 

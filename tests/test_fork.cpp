@@ -85,7 +85,8 @@ int run_child(const std::function<int()>& fn, std::chrono::milliseconds bound = 
   bool exited = pidfd < 0;  // without pidfd_open (Linux < 5.3): an unbounded wait
   const auto deadline = std::chrono::steady_clock::now() + bound;
   while (!exited) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) break;
     pollfd p{pidfd, POLLIN, 0};
     const int r = ::poll(&p, 1, static_cast<int>(left.count()));
@@ -345,8 +346,8 @@ PALRT_FRESH_PROCESS(fork_dead_list_slots) {
       for (int i = 0; i < 3; ++i) gc::make_object<plain>(collector).reset();
     }).join();
     const gc::collection_report r = collector.collect();
-    std::printf("child: new thread took the parked thread's slot=%d found=%zu freed=%zu\n",
-                child_slot == parked_slot, r.found_dead, r.freed);
+    std::printf("child: new thread took the parked thread's slot=%d found=%zu freed=%zu\n", child_slot == parked_slot,
+                r.found_dead, r.freed);
     wrong += child_slot != parked_slot || r.found_dead != 3 || r.freed != 3;
     kept.reset();  // onto the parent's collector's list of this slot: nothing is freed there
     std::printf("child: parent's collector on this thread's list=%zu\n",
@@ -362,7 +363,8 @@ PALRT_FRESH_PROCESS(fork_dead_list_slots) {
 }
 
 TEST_CASE("fork: a child frees the dead-list slots of the parent's other threads, its threads reuse them, and the "
-          "parent's collector still collects nothing there" * doctest::skip(under_tsan)) {
+          "parent's collector still collects nothing there" *
+          doctest::skip(under_tsan)) {
   auto p = run_fresh("fork_dead_list_slots");
   INFO(p.out, p.err);
   REQUIRE_FALSE(p.timed_out);
@@ -484,7 +486,8 @@ PALRT_FRESH_PROCESS(fork_waits_of_a_parent_thread) {
       all = sync::wait_all({theirs_too, gate}, 5s).status;
       if (all == sync::wait_status::abandoned) theirs_too.release();
     });
-    const bool blocked = palrt::testing::eventually([&] { return sync::internal::waits_access::waiter_count(gate) == 1; });
+    const bool blocked =
+        palrt::testing::eventually([&] { return sync::internal::waits_access::waiter_count(gate) == 1; });
     gate.set();
     w.join();
     const sync::wait_status after_all = sync::wait_one(theirs_too, 0ns).status;
@@ -502,7 +505,8 @@ PALRT_FRESH_PROCESS(fork_waits_of_a_parent_thread) {
 }
 
 TEST_CASE("fork: in a child, a parent's thread is gone: its mutex is abandoned, its handle signalled, and its "
-          "blocked wait takes nothing; the forking thread's mutex stays its own" * doctest::skip(under_tsan)) {
+          "blocked wait takes nothing; the forking thread's mutex stays its own" *
+          doctest::skip(under_tsan)) {
   auto p = run_fresh("fork_waits_of_a_parent_thread");
   INFO(p.out, p.err);
   REQUIRE_FALSE(p.timed_out);
@@ -672,7 +676,8 @@ PALRT_FRESH_PROCESS(fork_handle_kind_lock_held) {
       wrong += !more;
       table.release(more);
       // No cached weak-long slot: it would need the blocks, under the kind's lock.
-      wrong += !throws_forked_child_error("allocate weak_long", [&] { (void)table.allocate(handle_kind::weak_long, &target); });
+      wrong += !throws_forked_child_error("allocate weak_long",
+                                          [&] { (void)table.allocate(handle_kind::weak_long, &target); });
       return wrong;
     });
   }
@@ -769,7 +774,8 @@ PALRT_FRESH_PROCESS(fork_dependent_index_lock_held) {
       std::printf("child: lookup=%zu\n", found);
       wrong += found != 1;
       // Linking would take the index's lock, held for good here: refused, not hung.
-      wrong += !throws_forked_child_error("allocate dependent", [&] { (void)table.allocate(handle_kind::dependent, &primary, &secondary); });
+      wrong += !throws_forked_child_error("allocate dependent",
+                                          [&] { (void)table.allocate(handle_kind::dependent, &primary, &secondary); });
       // Release does not unlink (the slot stays out of use): it returns, and the lookup skips it.
       void* old = table.release(dep);
       found = table.for_each_secondary_of(&primary, [](void*) {});
@@ -903,9 +909,8 @@ PALRT_FRESH_PROCESS(fork_record_side_table_lock_held) {
       std::vector<gc::ref<plain_proxy>> wrappers;
       static int natives[256];
       for (int& n : natives)
-        wrappers.push_back(cache.get_or_create<plain_proxy>(&n, [&](const void*) {
-          return gc::make_object<plain_proxy>(collector);
-        }));
+        wrappers.push_back(
+            cache.get_or_create<plain_proxy>(&n, [&](const void*) { return gc::make_object<plain_proxy>(collector); }));
       int found = 0;
       for (const auto& w : wrappers) found += interop::record_of(*w) != nullptr;
       std::printf("child: side-table records=%d\n", found);
@@ -955,7 +960,8 @@ PALRT_FRESH_PROCESS(fork_membarrier_registration_inherited) {
     // No registration in the child: PRIVATE_EXPEDITED answers EPERM in a process that is not
     // registered, so success says the registration came with the address space.
     const pal::membarrier::result r = pal::membarrier::private_expedited();
-    std::printf("child: private_expedited=%s\n", r.ok() ? "ok" : std::string(pal::membarrier::describe(r.error)).c_str());
+    std::printf("child: private_expedited=%s\n",
+                r.ok() ? "ok" : std::string(pal::membarrier::describe(r.error)).c_str());
     pal::flush_process_write_buffers();
     std::printf("child: flushed\n");
     return r.ok() ? 0 : 1;

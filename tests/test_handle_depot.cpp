@@ -126,7 +126,8 @@ TEST_CASE("handle depot: threads whose working sets exceed their caches, beside 
   };
 
   std::thread sweeper([&] {
-    while (!done.load()) swept.fetch_add(static_cast<long>(table.sweep_weak(kind, [](void* t) { return static_cast<cell*>(t)->alive; })));
+    while (!done.load())
+      swept.fetch_add(static_cast<long>(table.sweep_weak(kind, [](void* t) { return static_cast<cell*>(t)->alive; })));
   });
   std::thread iterator([&] {
     while (!done.load()) {
@@ -141,8 +142,9 @@ TEST_CASE("handle depot: threads whose working sets exceed their caches, beside 
   std::thread exiting([&] {
     for (int e = 0; e < exits; ++e) {
       // Its cache is not empty when it exits: the exit returns it while the others run.
-      std::thread([&, e] { round_trip(workers * working_set, working_set / 2 + static_cast<std::size_t>(e % 3) * 50, e % 2); })
-          .join();
+      std::thread([&, e] {
+        round_trip(workers * working_set, working_set / 2 + static_cast<std::size_t>(e % 3) * 50, e % 2);
+      }).join();
     }
   });
   std::vector<std::thread> team;
@@ -394,7 +396,8 @@ TEST_CASE("handle depot: a table's depot has a shard per online CPU id, and room
           "when the thread that made the table is pinned to one CPU") {
   const std::size_t cpus = static_cast<std::size_t>(palrt::pal::cpu_id_bound());
   const auto check_sized = [&](handle_table& table) {
-    for (handle_kind k : {handle_kind::strong, handle_kind::weak_short, handle_kind::weak_long, handle_kind::dependent}) {
+    for (handle_kind k :
+         {handle_kind::strong, handle_kind::weak_short, handle_kind::weak_long, handle_kind::dependent}) {
       CHECK(handle_table_access::depot_shards(table, k) == std::min<std::size_t>(std::bit_ceil(cpus), 64));
       CHECK(handle_table_access::depot_capacity(table, k) >= 8 * handle_table_access::depot_shards(table, k));
     }
@@ -465,7 +468,7 @@ TEST_CASE("handle depot: a thread that never overflowed its cache leaves the bat
   REQUIRE(parked >= 4);
 
   struct phase {
-    std::size_t from_p = 0;        // slots of P's the phase's allocations got
+    std::size_t from_p = 0;  // slots of P's the phase's allocations got
     std::size_t blocks_before = 0, blocks_after = 0;
     std::size_t parked_after = 0;  // full batches on shard 0 after the phase
   } growing, overflowed;
@@ -528,10 +531,10 @@ TEST_CASE("handle depot: a thread that only allocates, beside one that releases 
   const std::size_t max_batches = handle_table_access::depot_capacity(table, kind);
   REQUIRE(max_batches == 8);
   cell c;
-  std::vector<handle> first;           // A's first allocations, released by R
+  std::vector<handle> first;  // A's first allocations, released by R
   std::set<const void*> first_slots;
   std::binary_semaphore a_allocated{0}, r_released{0}, a_done{0};
-  std::size_t from_r = 0, grown = 0;   // A's second round: R's slots it got, blocks added
+  std::size_t from_r = 0, grown = 0;  // A's second round: R's slots it got, blocks added
   std::thread a([&] {
     handle_table_access::set_depot_home_shard(0);
     // 7 refills from the blocks (120 slots each, a new block each).

@@ -76,8 +76,7 @@ TEST_CASE("handle table: misuse of allocate is refused with a clear error, and n
   handle_table table;
   cell a;
   CHECK_THROWS_WITH_AS((void)table.allocate(handle_kind::weak_short, &a, &a),
-                       "palrt: handle_table::allocate: only a dependent handle has a secondary",
-                       std::invalid_argument);
+                       "palrt: handle_table::allocate: only a dependent handle has a secondary", std::invalid_argument);
   CHECK_THROWS_AS((void)table.allocate(static_cast<handle_kind>(7), &a), std::invalid_argument);
   CHECK(total(table.counters()) == 0);
 }
@@ -123,7 +122,8 @@ TEST_CASE("handle table: sweep_weak clears dead targets only, reports each with 
   CHECK(table.sweep_weak(handle_kind::weak_long, is_alive) == 1);
   CHECK(l.target() == nullptr);
   std::vector<std::pair<void*, void*>> cleared;
-  CHECK(table.sweep_weak(handle_kind::dependent, is_alive, [&](void* t, void* sec) { cleared.emplace_back(t, sec); }) == 1);
+  CHECK(table.sweep_weak(handle_kind::dependent, is_alive, [&](void* t, void* sec) { cleared.emplace_back(t, sec); }) ==
+        1);
   REQUIRE(cleared.size() == 1);
   CHECK(cleared[0].first == &dead);
   CHECK(cleared[0].second == &secondary);
@@ -211,7 +211,8 @@ TEST_CASE("handle table: out of memory while growing is a clear error and loses 
   std::vector<gc::handle> more;
   std::string message;
   try {
-    for (std::size_t i = kept.size(); i < cells.size(); ++i) more.push_back(table.allocate(handle_kind::strong, &cells[i]));
+    for (std::size_t i = kept.size(); i < cells.size(); ++i)
+      more.push_back(table.allocate(handle_kind::strong, &cells[i]));
   } catch (const handle_allocation_error& e) {
     message = e.what();
   }
@@ -447,7 +448,8 @@ PALRT_FRESH_PROCESS(handle_table_out_of_memory) {
   return total(table.counters()) == 0 ? 0 : 5;
 }
 
-TEST_CASE("handle table: when no chunk of blocks can be allocated (RLIMIT_AS), the error is clear and nothing is lost") {
+TEST_CASE(
+    "handle table: when no chunk of blocks can be allocated (RLIMIT_AS), the error is clear and nothing is lost") {
   const auto r = palrt::testing::run_fresh("handle_table_out_of_memory");
   CAPTURE(r.out);
   CAPTURE(r.err);
@@ -457,7 +459,7 @@ TEST_CASE("handle table: when no chunk of blocks can be allocated (RLIMIT_AS), t
   std::size_t allocated = 0, counted = 0;
   int intact = 0;
   REQUIRE(std::sscanf(r.out.c_str() + r.out.find('\n') + 1, "%zu %zu %d", &allocated, &counted, &intact) == 3);
-  CHECK(allocated > 10'000);    // it grew until the limit
+  CHECK(allocated > 10'000);     // it grew until the limit
   CHECK(allocated < 4'000'000);  // and the limit, not the test's room, stopped it
   CHECK(counted == allocated);
   CHECK(intact == 1);
@@ -480,7 +482,8 @@ TEST_CASE("handle table: threads allocating, releasing across threads and sweepi
   std::atomic<long> wrong_target{0}, allocated{0}, released{0}, cleared_seen{0};
   std::atomic<bool> done{false};
   std::thread sweeper([&] {
-    while (!done.load()) table.sweep_weak(handle_kind::weak_short, [](void* t) { return static_cast<cell*>(t)->alive; });
+    while (!done.load())
+      table.sweep_weak(handle_kind::weak_short, [](void* t) { return static_cast<cell*>(t)->alive; });
   });
   std::vector<std::thread> workers;
   for (int t = 0; t < threads; ++t)
@@ -527,8 +530,9 @@ TEST_CASE("handle table: threads allocating, releasing across threads and sweepi
       table.release(h);
       released.fetch_add(1);
     }
-  INFO("allocated " << allocated.load() << ", released " << released.load() << ", cleared seen " << cleared_seen.load());
+  INFO("allocated " << allocated.load() << ", released " << released.load() << ", cleared seen "
+                    << cleared_seen.load());
   CHECK(wrong_target.load() == 0);
   CHECK(released.load() == allocated.load());  // none lost
-  CHECK(total(table.counters()) == 0);          // none left behind in the table
+  CHECK(total(table.counters()) == 0);         // none left behind in the table
 }

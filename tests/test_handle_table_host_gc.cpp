@@ -68,10 +68,9 @@ TEST_CASE("handle table, host GC: the world-stopped calls take no lock a stopped
     CHECK(table.kind(dependent[0]) == handle_kind::dependent);
     CHECK(table.gated_secondary(dependent[1]) == &cells[2]);  // the closer reads through
     CHECK(table.sweep_weak(handle_kind::weak_short, alive) == 100);
-    CHECK(table.sweep_weak_batched(handle_kind::dependent,
-                                   [](std::span<void* const> t, std::span<bool> a) {
-                                     for (std::size_t i = 0; i < t.size(); ++i) a[i] = static_cast<cell*>(t[i])->alive;
-                                   }) == 100);
+    CHECK(table.sweep_weak_batched(handle_kind::dependent, [](std::span<void* const> t, std::span<bool> a) {
+      for (std::size_t i = 0; i < t.size(); ++i) a[i] = static_cast<cell*>(t[i])->alive;
+    }) == 100);
     std::size_t slots = 0;
     table.for_each_slot(handle_kind::weak_short, [&](handle_slot) { ++slots; });
     CHECK(slots == cells.size());
@@ -183,7 +182,7 @@ TEST_CASE("handle table, host GC: a weak-long read during a collection waits for
   const long rounds = 200;
   long saw_dead = 0, reads = 0;
   for (long r = 0; r < rounds; ++r) {
-    table.close_tracking_reads();  // the mark ended: `dead` is unmarked, still in its slot
+    table.close_tracking_reads();            // the mark ended: `dead` is unmarked, still in its slot
     CHECK(table.gated_target(hd) == &dead);  // the collector itself reads through
     std::atomic<int> phase{0};
     void* read_dead = &live;
@@ -267,8 +266,9 @@ TEST_CASE("handle table, host GC: closing a closed gate or opening an open one a
     const char* fresh;
     const char* message;
   };
-  for (const expectation e : {expectation{"gate_closed_twice", "close_tracking_reads((nil)): the gate is closed already"},
-                              expectation{"gate_opened_when_open", "open_tracking_reads((nil)): the gate is not closed"}}) {
+  for (const expectation e :
+       {expectation{"gate_closed_twice", "close_tracking_reads((nil)): the gate is closed already"},
+        expectation{"gate_opened_when_open", "open_tracking_reads((nil)): the gate is not closed"}}) {
     CAPTURE(e.fresh);
     const auto r = palrt::testing::run_fresh(e.fresh);
     CHECK(r.term_signal == SIGABRT);
@@ -276,13 +276,15 @@ TEST_CASE("handle table, host GC: closing a closed gate or opening an open one a
   }
 }
 
-TEST_CASE("handle table, host GC: a walk stopped while another thread releases the slot never hands out the free marker") {
+TEST_CASE(
+    "handle table, host GC: a walk stopped while another thread releases the slot never hands out the free marker") {
   // Before: handle_slot::target() read the slot again and returned palrt's free marker when a
   // mutator released the handle between the walk's look at the slot and the visit (12 to
   // 20k times in 44-94 M visits of a stress run), and secondary() the released handle's old
   // secondary. Forced: the walk stops in the test hook after it found the slot in use, another
   // thread releases the handle, and the visit reads it.
-  for (handle_kind kind : {handle_kind::strong, handle_kind::weak_short, handle_kind::weak_long, handle_kind::dependent}) {
+  for (handle_kind kind :
+       {handle_kind::strong, handle_kind::weak_short, handle_kind::weak_long, handle_kind::dependent}) {
     const std::string kind_name = handle_kind_name(kind);
     CAPTURE(kind_name);
     handle_table table;
@@ -385,7 +387,8 @@ TEST_CASE("handle table, host GC: a dependent handle whose primary a sweep clear
   for (std::size_t i = 0; i < n; ++i) CHECK((table.release(hs[i]) == nullptr) == !primaries[i].alive);
 }
 
-TEST_CASE("handle table, host GC: a release while the gate is closed waits for the sweeps and never returns a dead target") {
+TEST_CASE(
+    "handle table, host GC: a release while the gate is closed waits for the sweeps and never returns a dead target") {
   // Before: release() returned the raw target in the window between a host's mark and its
   // sweeps (with Boehm the world runs then): a dead object the collector was about to reclaim.
   // A mutator releases a handle of a dead and one of a live target while the gate is closed;

@@ -84,8 +84,7 @@ TEST_CASE("handle walk, ages: a young walk visits the blocks stored into since t
   handle_table::set_target(retargeted, &fresh);
   std::set<void*> expected;
   for (std::size_t i = 0; i < old.handles.size(); ++i) {
-    if (block_of(old.handles[i]) == block_of(retargeted))
-      expected.insert(handle_table::target(old.handles[i]));
+    if (block_of(old.handles[i]) == block_of(retargeted)) expected.insert(handle_table::target(old.handles[i]));
   }
   REQUIRE(expected.size() <= handle_table_access::slots_per_block());
   {
@@ -158,7 +157,8 @@ TEST_CASE("handle walk, ages: with three generations a block is walked by the co
   (void)table.release(h);
 }
 
-TEST_CASE("handle walk, ages: a collection while a thread sits between its look at the age and its store leaves the block young") {
+TEST_CASE("handle walk, ages: a collection while a thread sits between its look at the age and its store leaves the "
+          "block young") {
   // The window of a mutator stopped by a signal (Boehm's way, or any collector that suspends
   // threads where they are): its first look made the block young, the collection walks the
   // block (the slot still free) and ages it, and then the thread stores a young target. Its
@@ -201,7 +201,8 @@ TEST_CASE("handle walk, ages: a collection while a thread sits between its look 
   (void)table.release(second);
 }
 
-TEST_CASE("handle walk, pinned: roots include pinned handles, for_each_pinned gives them alone, and they are never swept") {
+TEST_CASE(
+    "handle walk, pinned: roots include pinned handles, for_each_pinned gives them alone, and they are never swept") {
   handle_table table;
   cell a, b, c;
   const handle strong = table.allocate(handle_kind::strong, &a);
@@ -320,7 +321,8 @@ TEST_CASE("handle walk, parallel: a shared promotion round marks each secondary 
   for (handle h : handles) (void)table.release(h);
 }
 
-TEST_CASE("handle walk, concurrent: a full walk racing allocating and releasing threads visits every handle that lived throughout, once, and no free slot") {
+TEST_CASE("handle walk, concurrent: a full walk racing allocating and releasing threads visits every handle that lived "
+          "throughout, once, and no free slot") {
   const long scale = palrt::testing::scale();
   handle_table table;
   handle_set stable(table, handle_kind::weak_long, 3000);
@@ -351,8 +353,10 @@ TEST_CASE("handle walk, concurrent: a full walk racing allocating and releasing 
     });
     for (auto& c : stable.cells) {
       auto it = seen.find(c.get());
-      if (it == seen.end()) ++missing;
-      else if (it->second != 1) ++twice;
+      if (it == seen.end())
+        ++missing;
+      else if (it->second != 1)
+        ++twice;
     }
     handle_walk targets(table, handle_kind::weak_long);
     targets.for_each_target([&](void* t) { bad += t == detail::free_slot_marker(); });
@@ -366,7 +370,8 @@ TEST_CASE("handle walk, concurrent: a full walk racing allocating and releasing 
   CHECK(churned.load() > 0);
 }
 
-TEST_CASE("handle walk, concurrent: GC threads sharing sweeps while other threads allocate and release clear exactly the dead handles that lived throughout, and test no free slot") {
+TEST_CASE("handle walk, concurrent: GC threads sharing sweeps while other threads allocate and release clear exactly "
+          "the dead handles that lived throughout, and test no free slot") {
   const long scale = palrt::testing::scale();
   handle_table table;
   handle_set stable(table, handle_kind::weak_short, 4000);
@@ -418,7 +423,8 @@ TEST_CASE("handle walk, concurrent: GC threads sharing sweeps while other thread
   CHECK_MESSAGE(bad_release == 0, bad_release.load() << " releases returned something else than the target or null");
 }
 
-TEST_CASE("handle walk, concurrent: a walk held between two slots while the table grows past a page table of its directory reads on, and misses nothing") {
+TEST_CASE("handle walk, concurrent: a walk held between two slots while the table grows past a page table of its "
+          "directory reads on, and misses nothing") {
   // The directory's page table is replaced by a larger one as the kind grows (4 pages of 256
   // blocks, then 8, ...); a walk that read the old table keeps reading it (it is kept until
   // the table is destroyed). ASan would report a read of a freed one.
@@ -447,7 +453,8 @@ TEST_CASE("handle walk, concurrent: a walk held between two slots while the tabl
   CHECK_MESSAGE(missing == 0, missing << " handles that lived throughout the walk were not visited");
 }
 
-TEST_CASE("handle walk, sweep_relocate: clears the dead, relocates the moved and forwards the secondaries of living primaries") {
+TEST_CASE("handle walk, sweep_relocate: clears the dead, relocates the moved and forwards the secondaries of living "
+          "primaries") {
   handle_table table;
   cell dead_one, stays, moves_from, moves_to, p_from, p_to, s_from, s_to, q_dead, q_second;
   dead_one.alive = false;
@@ -481,7 +488,8 @@ TEST_CASE("handle walk, sweep_relocate: clears the dead, relocates the moved and
   for (handle h : {w1, w2, w3, d1, d2}) (void)table.release(h);
 }
 
-TEST_CASE("handle walk, sweep_relocate: a mutator stopped before its store of a secondary stores after the relocation, and its store wins") {
+TEST_CASE("handle walk, sweep_relocate: a mutator stopped before its store of a secondary stores after the relocation, "
+          "and its store wins") {
   // sweep_relocate runs with the world stopped and relocates with plain stores: a mutator
   // stopped between deciding to store and storing (here: inside set_secondary, held at the
   // hook before its store) stores after it resumes.
@@ -506,7 +514,8 @@ TEST_CASE("handle walk, sweep_relocate: a mutator stopped before its store of a 
   (void)table.release(d);
 }
 
-TEST_CASE("handle walk: a walk of an unknown kind is refused, and a walk covers the blocks that existed when it was made") {
+TEST_CASE(
+    "handle walk: a walk of an unknown kind is refused, and a walk covers the blocks that existed when it was made") {
   handle_table table;
   CHECK_THROWS_AS(handle_walk(table, static_cast<handle_kind>(9)), std::invalid_argument);
   cell a;

@@ -144,8 +144,8 @@ static_assert(takes_context_calls<contextual_cache> && !takes_plain_calls<contex
 static_assert(takes_plain_calls<host_identity_cache<static_policy>>);
 static_assert(!takes_context_calls<host_identity_cache<static_policy>>);
 // An empty policy adds nothing to the cache.
-static_assert(sizeof(host_identity_cache<static_policy>) == sizeof(host_identity_cache<stateful_policy>) -
-                                                               sizeof(void*));
+static_assert(sizeof(host_identity_cache<static_policy>) ==
+              sizeof(host_identity_cache<stateful_policy>) - sizeof(void*));
 
 // A policy that holds the thread calling try_acquire until the test lets it go: a lookup
 // stopped at its worst point (its read section open, the wrapper's address in hand).
@@ -188,8 +188,7 @@ struct watching_policy {
 }  // namespace
 
 TEST_CASE_TEMPLATE("host cache: a policy with state and a per-call context gets both, on the caller's thread", P,
-                   contextual_policy<host_reclamation::grace_period>,
-                   contextual_policy<host_reclamation::host_lock>) {
+                   contextual_policy<host_reclamation::grace_period>, contextual_policy<host_reclamation::host_lock>) {
   runtime rt;
   host_identity_cache<P> cache(P{&rt}, host_cache_options{1});
   CHECK(cache.policy().rt == &rt);
@@ -291,10 +290,11 @@ TEST_CASE_TEMPLATE("host cache: after close() lookups miss, inserts throw before
   CHECK(cache.find(id_of(100)) == nullptr);
   CHECK(rt.acquired == acquired_before);  // no call into the runtime any more
   int made = 0;
-  CHECK_THROWS_AS((void)cache.get_or_create(&c, id_of(100), [&](const void*) -> void* {
-    ++made;
-    return &refs[0];
-  }),
+  CHECK_THROWS_AS((void)cache.get_or_create(&c, id_of(100),
+                                            [&](const void*) -> void* {
+                                              ++made;
+                                              return &refs[0];
+                                            }),
                   host_cache_closed);
   CHECK(made == 0);
   weak_ref late(id_of(7));

@@ -98,7 +98,10 @@ TEST_CASE_TEMPLATE("host cache: reserved identities and null wrappers are refuse
   host_identity_cache<P> cache;
   const void* all_ones = reinterpret_cast<const void*>(~std::uintptr_t{0});
   int calls = 0;
-  auto factory = [&](const void*) -> void* { ++calls; return nullptr; };
+  auto factory = [&](const void*) -> void* {
+    ++calls;
+    return nullptr;
+  };
   CHECK_THROWS_AS((void)cache.get_or_create(nullptr, factory), std::invalid_argument);
   CHECK_THROWS_AS((void)cache.get_or_create(all_ones, factory), std::invalid_argument);
   CHECK(calls == 0);
@@ -257,9 +260,11 @@ TEST_CASE("host cache, grace_period: a sweep that stops a rebuild in the middle 
   for (std::size_t k = 0; k < ws.size(); k += 2) ws[k]->marked = false;  // dead at the next sweep
   sweep_in_rebuild observer;
   std::size_t swept = 0;
-  observer.sweep = [&] { swept = cache.sweep([](std::span<void* const> b, std::span<bool> alive) {
-    for (std::size_t k = 0; k < b.size(); ++k) alive[k] = static_cast<wrapper*>(b[k])->marked;
-  }); };
+  observer.sweep = [&] {
+    swept = cache.sweep([](std::span<void* const> b, std::span<bool> alive) {
+      for (std::size_t k = 0; k < b.size(); ++k) alive[k] = static_cast<wrapper*>(b[k])->marked;
+    });
+  };
   host_cache_access::watch_rebuilds(state, &observer);
   for (; cache.counters().rebuilds == rebuilds; ++i) {
     ws.push_back(std::make_unique<wrapper>(id_of(i)));
@@ -284,8 +289,8 @@ TEST_CASE("host cache, grace_period: a hit that meets a writer at work asks unde
   wrapper a(id_of(7));
   REQUIRE(cache.insert(id_of(7), &a).inserted);
   host_cache_access::step_sequence(state, id_of(7));  // odd: as inside a writer's window
-  CHECK(cache.find(id_of(7)) == nullptr);  // the lock-free probe gives up
-  CHECK(cache.try_get(id_of(7)) == &a);    // the locked path answers
+  CHECK(cache.find(id_of(7)) == nullptr);             // the lock-free probe gives up
+  CHECK(cache.try_get(id_of(7)) == &a);               // the locked path answers
   grace_policy::release(&a);
   host_cache_access::step_sequence(state, id_of(7));  // even: the writer is done
   CHECK(cache.find(id_of(7)) == &a);
@@ -316,8 +321,8 @@ TEST_CASE("host cache, grace_period: a sweep that stops an insert replacing a de
   host_identity_cache<stopping_policy> cache(host_cache_options{1});
   wrapper dying(id_of(3));
   const host_token old_token = cache.insert(id_of(3), &dying).token;
-  dying.count = 0;         // being destroyed, its token not erased yet...
-  dying.marked = false;    // ...and the collector found it dead
+  dying.count = 0;       // being destroyed, its token not erased yet...
+  dying.marked = false;  // ...and the collector found it dead
   std::size_t swept = 0;
   // The world stops while the writer holds the refused wrapper: the sweep removes its entry.
   stopping_policy::on_refuse = [&](void*) {

@@ -72,7 +72,9 @@ void for_each_design(Body body) {
 struct natives {
   explicit natives(std::size_t n) : storage(n) {}
   const void* operator[](std::size_t i) const { return &storage[i]; }
-  struct alignas(16) native { char bytes[16]; };
+  struct alignas(16) native {
+    char bytes[16];
+  };
   std::vector<native> storage;
 };
 
@@ -226,7 +228,8 @@ TEST_CASE("identity cache: the same pointer yields the same live wrapper from ev
         if (seen[t][i] != seen[0][i]) ++disagreements;
         if (!seen[t][i] || seen[t][i]->identity != n[i]) ++wrong_identity;
       }
-    INFO("threads that saw another wrapper for an identity: " << disagreements << ", wrong wrappers: " << wrong_identity);
+    INFO("threads that saw another wrapper for an identity: " << disagreements
+                                                              << ", wrong wrappers: " << wrong_identity);
     CHECK(disagreements == 0);
     CHECK(wrong_identity == 0);
     const auto c = f.cache.counters();
@@ -235,7 +238,8 @@ TEST_CASE("identity cache: the same pointer yields the same live wrapper from ev
   });
 }
 
-TEST_CASE("identity cache: racing get_or_create, both factories run, one wins, both get the winner, the loser is collected") {
+TEST_CASE(
+    "identity cache: racing get_or_create, both factories run, one wins, both get the winner, the loser is collected") {
   for_each_design([&](cache_design d) {
     fixture f(d);
     natives n(1);
@@ -260,7 +264,8 @@ TEST_CASE("identity cache: racing get_or_create, both factories run, one wins, b
   });
 }
 
-TEST_CASE("identity cache: no lock is held across the factory (a factory calling back for the same identity from another thread finishes)") {
+TEST_CASE("identity cache: no lock is held across the factory (a factory calling back for the same identity from "
+          "another thread finishes)") {
   for_each_design([&](cache_design d) {
     fixture f(d);
     natives n(1);  // the same identity: the same bucket, whatever the design
@@ -276,7 +281,7 @@ TEST_CASE("identity cache: no lock is held across the factory (a factory calling
       if (joined) inner = other.get();
       return make_object<proxy>(f.gc, id);
     });
-    REQUIRE(joined);  // a lock held across the factory would have deadlocked the other thread
+    REQUIRE(joined);        // a lock held across the factory would have deadlocked the other thread
     CHECK(outer == inner);  // the outer call lost the race to the nested one
     CHECK(f.cache.counters().races_lost == 1);
   });
@@ -352,15 +357,16 @@ TEST_CASE("identity cache: bad input is refused and leaves the cache usable") {
     CHECK_THROWS_AS(f.get<proxy>(nullptr), std::invalid_argument);
     CHECK_FALSE(f.cache.try_get(nullptr));
     // A throwing factory: the exception reaches the caller, nothing is inserted.
-    CHECK_THROWS_WITH_AS(f.cache.get_or_create<proxy>(n[0], [](const void*) -> ref<proxy> {
-      throw std::runtime_error("QueryInterface failed");
-    }),
-                         "QueryInterface failed", std::runtime_error);
+    CHECK_THROWS_WITH_AS(
+        f.cache.get_or_create<proxy>(
+            n[0], [](const void*) -> ref<proxy> { throw std::runtime_error("QueryInterface failed"); }),
+        "QueryInterface failed", std::runtime_error);
     CHECK(f.cache.counters().entries == 0);
     ref<proxy> ok = f.get<proxy>(n[0]);  // the bucket is usable
     CHECK(f.cache.try_get(n[0]).get() == ok.get());
     // A factory returning nothing.
-    CHECK_THROWS_AS(f.cache.get_or_create<proxy>(n[1], [](const void*) { return ref<proxy>(); }), std::invalid_argument);
+    CHECK_THROWS_AS(f.cache.get_or_create<proxy>(n[1], [](const void*) { return ref<proxy>(); }),
+                    std::invalid_argument);
     // A factory returning the wrapper of another identity (both kinds of wrapper).
     ref<plain_proxy> plain = f.get<plain_proxy>(n[2]);
     try {
@@ -451,7 +457,8 @@ struct pause_first_reclaim final : palrt::interop::internal::reclaim_observer {
 // The reclaimer's two steps are its scan of the readers and, after it, the walk of the retired
 // list under its lock. A table retired between them (by another writer, of this bucket or of
 // another) was not seen by the scan; a reader that loaded it after the scan still probes it.
-TEST_CASE("identity cache: a table retired while a reclaim is between its scan and its lock is not freed under a reader") {
+TEST_CASE(
+    "identity cache: a table retired while a reclaim is between its scan and its lock is not freed under a reader") {
   for (const bool same_bucket : {true, false}) {
     CAPTURE(same_bucket);
     // No finalizer thread yet: the paused reclaim's scan must find no reader at all.
@@ -520,7 +527,8 @@ TEST_CASE("identity cache: a table retired while a reclaim is between its scan a
   }
 }
 
-TEST_CASE("identity cache: outbound wrappers, one per object and cache, in the field for the first cache and a side table for others") {
+TEST_CASE("identity cache: outbound wrappers, one per object and cache, in the field for the first cache and a side "
+          "table for others") {
   fixture f;
   identity_cache other(f.gc);
   natives n(2);
@@ -563,7 +571,8 @@ TEST_CASE("identity cache: racing outbound publications, one winner, the loser d
   natives n(1);
   for (bool with_fields : {true, false}) {
     CAPTURE(with_fields);
-    ref<object> managed = with_fields ? ref<object>(make_object<proxy>(f.gc, n[0])) : ref<object>(make_object<plain_proxy>(f.gc, n[0]));
+    ref<object> managed =
+        with_fields ? ref<object>(make_object<proxy>(f.gc, n[0])) : ref<object>(make_object<plain_proxy>(f.gc, n[0]));
     std::latch both_in_factory(2);
     auto racer = [&] {
       auto factory = [&](const auto&) {
@@ -602,7 +611,8 @@ TEST_CASE("identity cache: wrappers may outlive their cache; a new cache never s
   identity_cache fresh(f.gc);
   CHECK(!fresh.try_get(n[0]));
   CHECK(!fresh.try_get_outbound(*managed));
-  ref<object> mine = fresh.get_or_create_outbound(managed, [&](const auto&) { return make_object<plain_proxy>(f.gc, nullptr); });
+  ref<object> mine =
+      fresh.get_or_create_outbound(managed, [&](const auto&) { return make_object<plain_proxy>(f.gc, nullptr); });
   CHECK(mine.get() != palrt::interop::detail::wrapper_access::outbound(*managed).load());  // side table
   CHECK(fresh.try_get_outbound(*managed) == mine);
   // The wrapper of the destroyed cache retires quietly: its record finds the map closed.
@@ -615,7 +625,8 @@ TEST_CASE("identity cache: wrappers may outlive their cache; a new cache never s
   CHECK(weak_handles(f.table) == handles_before - 1);
 }
 
-TEST_CASE("identity cache: bounded stress, creations and drops while collections and the finalizer remove dead entries") {
+TEST_CASE(
+    "identity cache: bounded stress, creations and drops while collections and the finalizer remove dead entries") {
   for_each_design([&](cache_design d) {
     handle_table table;
     collector gc(table, {.collect_every = 512});
@@ -674,8 +685,8 @@ TEST_CASE("identity cache: bounded stress, creations and drops while collections
         REQUIRE(finalizer.wait_for_pending_finalizers(10s) == pending_finalizers::finalized);
       }
       const auto c = cache.counters();
-      INFO("entries left " << c.entries << ", inserted " << c.inserted << ", removed " << c.removed << ", dead replaced "
-                           << c.dead_replaced);
+      INFO("entries left " << c.entries << ", inserted " << c.inserted << ", removed " << c.removed
+                           << ", dead replaced " << c.dead_replaced);
       CHECK(proxies_alive == 0);
       CHECK(c.entries == 0);
       // Every inserted entry left (removed by its record, replaced, or dropped by
@@ -737,7 +748,8 @@ palrt::interop::dispatch_policy hide_b() {
 }
 }  // namespace
 
-TEST_CASE("identity cache: dispatch tables are built once for the process; each cache sees its own policy, in both creation orders") {
+TEST_CASE("identity cache: dispatch tables are built once for the process; each cache sees its own policy, in both "
+          "creation orders") {
   using palrt::interop::internal::dispatch_tables_access;
   handle_table table;
   collector gc(table);
@@ -745,8 +757,10 @@ TEST_CASE("identity cache: dispatch tables are built once for the process; each 
     const bool hiding_first = type == &hiding_first_type;
     CAPTURE(hiding_first);
     const std::uint64_t built_before = dispatch_tables_access::tables_built();
-    auto first = std::make_unique<identity_cache>(gc, cache_options{.dispatch = hiding_first ? hide_b() : palrt::interop::dispatch_policy{}});
-    auto second = std::make_unique<identity_cache>(gc, cache_options{.dispatch = hiding_first ? palrt::interop::dispatch_policy{} : hide_b()});
+    auto first = std::make_unique<identity_cache>(
+        gc, cache_options{.dispatch = hiding_first ? hide_b() : palrt::interop::dispatch_policy{}});
+    auto second = std::make_unique<identity_cache>(
+        gc, cache_options{.dispatch = hiding_first ? palrt::interop::dispatch_policy{} : hide_b()});
     identity_cache& hiding = hiding_first ? *first : *second;
     identity_cache& exposing = hiding_first ? *second : *first;
     // The first cache to ask builds the table; the second finds it.
@@ -779,7 +793,8 @@ TEST_CASE("identity cache: a const factory, and a const one for outbound wrapper
   CHECK(f.cache.get_or_create_outbound(p, make_outbound) == o);
 }
 
-TEST_CASE("identity cache: a wrapper without the fields that outlives its runtime is dropped later, and the next runtime's caches work") {
+TEST_CASE("identity cache: a wrapper without the fields that outlives its runtime is dropped later, and the next "
+          "runtime's caches work") {
   natives n(1002);
   ref<plain_proxy> survivor;
   ref<proxy> survivor_with_fields;

@@ -24,8 +24,8 @@ PALRT_FRESH_PROCESS(membarrier_lifecycle) {
   auto reg = mb::register_private_expedited();
   auto after = mb::private_expedited();
   auto regs_after = mb::get_registrations();
-  std::printf("before=%d reg=%d after=%d regs_before=%ld/%d regs_after=%ld/%d\n", before.error, reg.error,
-              after.error, regs_before.value, regs_before.error, regs_after.value, regs_after.error);
+  std::printf("before=%d reg=%d after=%d regs_before=%ld/%d regs_after=%ld/%d\n", before.error, reg.error, after.error,
+              regs_before.value, regs_before.error, regs_after.value, regs_after.error);
   return 0;
 }
 

@@ -61,8 +61,7 @@ long field(const std::map<std::string, std::string>& kv, const std::string& key)
 }
 
 // palrt-membarrier-state with the given extra environment (LD_PRELOAD included).
-std::map<std::string, std::string> membarrier_state(std::vector<std::string> env,
-                                                    std::vector<std::string> args = {}) {
+std::map<std::string, std::string> membarrier_state(std::vector<std::string> env, std::vector<std::string> args = {}) {
   std::vector<std::string> argv{artefact("PALRT_TEST_MEMBARRIER_STATE")};
   argv.insert(argv.end(), args.begin(), args.end());
   process_result r = run_process(argv, clean_env(std::move(env)));
@@ -78,8 +77,7 @@ std::map<std::string, std::string> membarrier_state(std::vector<std::string> env
 struct kernel_support {
   long mask = palrt_membarrier_call(PALRT_MB_CMD_QUERY, 0);
   bool private_expedited() const {
-    return mask > 0 && (mask & PALRT_MB_CMD_PRIVATE_EXPEDITED) &&
-           (mask & PALRT_MB_CMD_REGISTER_PRIVATE_EXPEDITED);
+    return mask > 0 && (mask & PALRT_MB_CMD_PRIVATE_EXPEDITED) && (mask & PALRT_MB_CMD_REGISTER_PRIVATE_EXPEDITED);
   }
   bool get_registrations() const { return mask > 0 && (mask & PALRT_MB_CMD_GET_REGISTRATIONS); }
 };
@@ -126,13 +124,10 @@ size_t count_lines(const std::string& s) {
   return n;
 }
 
-bool starts_with(const std::string& s, const std::string& prefix) {
-  return s.rfind(prefix, 0) == 0;
-}
+bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 struct temp_dir {
@@ -214,8 +209,8 @@ run_options sanitizer_env(std::vector<std::string> add = {}) {
 // Runs a sanitizer-built program without and with the shim and returns both results, or
 // nothing (with the reason printed) when the sanitizer cannot run on this machine at all.
 // `shim_env` is what a user adds next to LD_PRELOAD for that sanitizer.
-std::optional<std::pair<process_result, process_result>> sanitized_runs(
-    const std::vector<std::string>& argv, std::vector<std::string> shim_env) {
+std::optional<std::pair<process_result, process_result>> sanitized_runs(const std::vector<std::string>& argv,
+                                                                        std::vector<std::string> shim_env) {
   process_result plain = run_process(argv, sanitizer_env());
   REQUIRE_FALSE(plain.timed_out);
   // A runtime that refuses this machine's memory layout says FATAL before main runs.
@@ -248,8 +243,7 @@ TEST_CASE("the shim depends on libc and the dynamic loader only") {
     std::string base = std::filesystem::path(name).filename();
     if (starts_with(base, "linux-vdso.so")) continue;
     saw_libc = saw_libc || starts_with(base, "libc.so.");
-    CHECK_MESSAGE((starts_with(base, "libc.so.") || starts_with(base, "ld-linux")),
-                  "unexpected dependency: " << line);
+    CHECK_MESSAGE((starts_with(base, "libc.so.") || starts_with(base, "ld-linux")), "unexpected dependency: " << line);
   }
   CHECK(saw_libc);
 }
@@ -270,26 +264,25 @@ TEST_CASE("the shim exports palrt_preload_info and pthread_create and nothing el
 
 TEST_CASE("preloaded programs print and exit exactly as without the shim") {
   SUBCASE("a shell writing to stdout and stderr") {
-    process_result r =
-        same_with_and_without_shim({"/bin/sh", "-c", "echo hi; echo oops >&2; exit 3"});
+    process_result r = same_with_and_without_shim({"/bin/sh", "-c", "echo hi; echo oops >&2; exit 3"});
     CHECK(r.out == "hi\n");
     CHECK(r.err == "oops\n");
     CHECK(r.exit_code == 3);
   }
   SUBCASE("python, single-threaded") {
-    process_result r = same_with_and_without_shim(
-        {"/usr/bin/python3", "-c", "import sys; print(sum(range(10))); sys.exit(4)"});
+    process_result r =
+        same_with_and_without_shim({"/usr/bin/python3", "-c", "import sys; print(sum(range(10))); sys.exit(4)"});
     CHECK(r.out == "45\n");
     CHECK(r.exit_code == 4);
   }
   SUBCASE("python starting threads through the interposed pthread_create") {
-    process_result r = same_with_and_without_shim(
-        {"/usr/bin/python3", "-c",
-         "import threading\n"
-         "out = []\n"
-         "ts = [threading.Thread(target=out.append, args=(i,)) for i in range(4)]\n"
-         "[t.start() for t in ts]; [t.join() for t in ts]\n"
-         "print(sorted(out))"});
+    process_result r =
+        same_with_and_without_shim({"/usr/bin/python3", "-c",
+                                    "import threading\n"
+                                    "out = []\n"
+                                    "ts = [threading.Thread(target=out.append, args=(i,)) for i in range(4)]\n"
+                                    "[t.start() for t in ts]; [t.join() for t in ts]\n"
+                                    "print(sorted(out))"});
     CHECK(r.out == "[0, 1, 2, 3]\n");
     CHECK(r.exit_code == 0);
   }
@@ -333,8 +326,7 @@ TEST_CASE("with another interposer in the chain, the shim registers before the f
   const std::string other = artefact("PALRT_TEST_COUNTING_INTERPOSER");
   const std::string early = artefact("PALRT_TEST_EARLY_THREAD_LIB");
   // The early library's constructor runs first and starts a thread through the whole chain.
-  for (const std::string& preload :
-       {shim + " " + other + " " + early, other + " " + shim + " " + early}) {
+  for (const std::string& preload : {shim + " " + other + " " + early, other + " " + shim + " " + early}) {
     CAPTURE(preload);
     auto s = membarrier_state({preload_var(preload)});
     CHECK(field(s, "early_thread_ran") == 1);
@@ -352,8 +344,7 @@ TEST_CASE("a shim preloaded twice passes threads on through both copies") {
   const std::string copy = (tmp.path / "libpalrt-preload-copy.so").string();
   std::filesystem::copy_file(shim, copy);
   for (const std::string& preload :
-       {shim + " " + copy + " " + other, shim + " " + other + " " + copy,
-        shim + " " + shim + " " + other}) {
+       {shim + " " + copy + " " + other, shim + " " + other + " " + copy, shim + " " + shim + " " + other}) {
     CAPTURE(preload);
     process_result r = run_process({artefact("PALRT_TEST_THREAD_STARTER"), "8"},
                                    clean_env({preload_var(preload), "PALRT_PRELOAD_VERBOSE=1"}));
@@ -443,15 +434,14 @@ TEST_CASE("a SIGPIPE from the verbose line does not kill the program") {
   // fd 2 is a pipe whose reader is gone, so the shim's write gets EPIPE and the kernel raises
   // SIGPIPE; the program must still run to its own exit status. Python builds the pipe and
   // restores SIGPIPE to its default action in the child.
-  const char* harness =
-      "import os, subprocess, sys\n"
-      "r, w = os.pipe(); os.close(r)\n"
-      "env = dict(os.environ, LD_PRELOAD=sys.argv[1], PALRT_PRELOAD_VERBOSE='1')\n"
-      "p = subprocess.run(sys.argv[2:], stdout=subprocess.PIPE, stderr=w, env=env)\n"
-      "sys.stdout.write('status=%d\\n' % p.returncode + p.stdout.decode())\n";
-  process_result r = run_process({"/usr/bin/python3", "-c", harness, artefact("PALRT_TEST_SHIM"),
-                                  "/bin/sh", "-c", "echo hi; exit 3"},
-                                 clean_env());
+  const char* harness = "import os, subprocess, sys\n"
+                        "r, w = os.pipe(); os.close(r)\n"
+                        "env = dict(os.environ, LD_PRELOAD=sys.argv[1], PALRT_PRELOAD_VERBOSE='1')\n"
+                        "p = subprocess.run(sys.argv[2:], stdout=subprocess.PIPE, stderr=w, env=env)\n"
+                        "sys.stdout.write('status=%d\\n' % p.returncode + p.stdout.decode())\n";
+  process_result r =
+      run_process({"/usr/bin/python3", "-c", harness, artefact("PALRT_TEST_SHIM"), "/bin/sh", "-c", "echo hi; exit 3"},
+                  clean_env());
   INFO("stderr: " << r.err);
   REQUIRE(r.exit_code == 0);
   CHECK(r.out == "status=3\nhi\n");
@@ -468,10 +458,8 @@ struct setting_case {
 
 std::vector<setting_case> setting_cases() {
   std::vector<setting_case> cases{{std::nullopt, setting_case::unset}, {"", setting_case::unset}};
-  for (const char* v : {"1", "true", "TRUE", "Yes", "on", "On"})
-    cases.push_back({v, setting_case::on});
-  for (const char* v : {"0", "false", "False", "NO", "off", "oFF"})
-    cases.push_back({v, setting_case::off});
+  for (const char* v : {"1", "true", "TRUE", "Yes", "on", "On"}) cases.push_back({v, setting_case::on});
+  for (const char* v : {"0", "false", "False", "NO", "off", "oFF"}) cases.push_back({v, setting_case::off});
   for (const char* v : {"2", "-1", "y", "enable", "disabled", " 1", "0 ", "yes\nno", "ja"})
     cases.push_back({v, setting_case::not_understood});
   cases.push_back({std::string(100, 'x'), setting_case::not_understood});
@@ -509,9 +497,8 @@ TEST_CASE("PALRT_PRELOAD_VERBOSE: on/off words in any case; unset, empty or anyt
   const std::string shim = artefact("PALRT_TEST_SHIM");
   for (const auto& c : setting_cases()) {
     CAPTURE(c.value.value_or("(unset)"));
-    process_result r =
-        run_process({"/bin/sh", "-c", "echo hi; exit 3"},
-                    clean_env(with_setting({preload_var(shim)}, "PALRT_PRELOAD_VERBOSE", c.value)));
+    process_result r = run_process({"/bin/sh", "-c", "echo hi; exit 3"},
+                                   clean_env(with_setting({preload_var(shim)}, "PALRT_PRELOAD_VERBOSE", c.value)));
     INFO("stderr: " << r.err);
     REQUIRE_FALSE(r.timed_out);
     CHECK(r.out == "hi\n");
@@ -565,8 +552,7 @@ TEST_CASE("PALRT_PRELOAD: off words turn the shim off; unset, empty, on or anyth
         CHECK(field(s, "preload_state") == PALRT_PRELOAD_DISABLED);
         check_not_registered(s);
       } else {
-        CHECK(field(s, "preload_state") ==
-              (can_register ? PALRT_PRELOAD_REGISTERED : PALRT_PRELOAD_FAILED));
+        CHECK(field(s, "preload_state") == (can_register ? PALRT_PRELOAD_REGISTERED : PALRT_PRELOAD_FAILED));
       }
     }
   }
@@ -574,10 +560,8 @@ TEST_CASE("PALRT_PRELOAD: off words turn the shim off; unset, empty, on or anyth
 
 TEST_CASE("the constructor registers the process before main") {
   kernel_support kernel;
-  REQUIRE_MESSAGE(
-      kernel.private_expedited(),
-      "this kernel (or a seccomp filter) offers no private expedited membarrier; QUERY = "
-          << kernel.mask);
+  REQUIRE_MESSAGE(kernel.private_expedited(),
+                  "this kernel (or a seccomp filter) offers no private expedited membarrier; QUERY = " << kernel.mask);
   const std::string shim = artefact("PALRT_TEST_SHIM");
 
   auto without = membarrier_state({});
@@ -632,9 +616,8 @@ TEST_CASE("a thread started by an earlier constructor finds the process register
     check_registered(s, PALRT_PRELOAD_BY_PTHREAD_CREATE);
   }
   SUBCASE("the verbose line names the trigger") {
-    process_result r =
-        run_process({artefact("PALRT_TEST_MEMBARRIER_STATE")},
-                    clean_env({preload_var(shim + " " + early), "PALRT_PRELOAD_VERBOSE=1"}));
+    process_result r = run_process({artefact("PALRT_TEST_MEMBARRIER_STATE")},
+                                   clean_env({preload_var(shim + " " + early), "PALRT_PRELOAD_VERBOSE=1"}));
     INFO("stderr: " << r.err);
     CHECK(r.exit_code == 0);
     CHECK(count_lines(r.err) == 1);
@@ -642,9 +625,9 @@ TEST_CASE("a thread started by an earlier constructor finds the process register
     CHECK(ends_with(r.err, ", 1 thread, by pthread_create\n"));
   }
   SUBCASE("a verbose PALRT_PRELOAD=off says so on the pthread_create path too") {
-    process_result r = run_process({artefact("PALRT_TEST_MEMBARRIER_STATE")},
-                                   clean_env({preload_var(shim + " " + early), "PALRT_PRELOAD=off",
-                                              "PALRT_PRELOAD_VERBOSE=on"}));
+    process_result r =
+        run_process({artefact("PALRT_TEST_MEMBARRIER_STATE")},
+                    clean_env({preload_var(shim + " " + early), "PALRT_PRELOAD=off", "PALRT_PRELOAD_VERBOSE=on"}));
     CHECK(r.exit_code == 0);
     CHECK(r.err == "palrt-preload: disabled by PALRT_PRELOAD=off\n");
     CHECK(field(parse_state(r.out), "preload_trigger") == PALRT_PRELOAD_BY_PTHREAD_CREATE);
@@ -663,13 +646,11 @@ TEST_CASE("a failed registration is recorded and reported, and the program runs 
   const std::string seccomp_exec = artefact("PALRT_TEST_SECCOMP_EXEC");
   const std::string shim = artefact("PALRT_TEST_SHIM");
   const std::string state = artefact("PALRT_TEST_MEMBARRIER_STATE");
-  for (auto [variant, err, name] :
-       {std::tuple{"eperm", EPERM, "EPERM"}, std::tuple{"enosys", ENOSYS, "ENOSYS"}}) {
+  for (auto [variant, err, name] : {std::tuple{"eperm", EPERM, "EPERM"}, std::tuple{"enosys", ENOSYS, "ENOSYS"}}) {
     CAPTURE(variant);
     // env sets LD_PRELOAD after the filter is in place, so only the helper loads the shim.
     process_result r = run_process(
-        {seccomp_exec, variant, "--", "env", preload_var(shim), "PALRT_PRELOAD_VERBOSE=1", state},
-        clean_env());
+        {seccomp_exec, variant, "--", "env", preload_var(shim), "PALRT_PRELOAD_VERBOSE=1", state}, clean_env());
     INFO("stdout: " << r.out << "\nstderr: " << r.err);
     REQUIRE(r.exit_code == 0);
     auto s = parse_state(r.out);
@@ -678,9 +659,7 @@ TEST_CASE("a failed registration is recorded and reported, and the program runs 
     CHECK(field(s, "preload_mask") == 0);
     CHECK(field(s, "private_expedited") == -err);
     CHECK(count_lines(r.err) == 1);
-    CHECK(starts_with(
-        r.err,
-        std::string("palrt-preload: membarrier registration failed at query: ") + name + " in "));
+    CHECK(starts_with(r.err, std::string("palrt-preload: membarrier registration failed at query: ") + name + " in "));
     CHECK(ends_with(r.err, ", by constructor\n"));
   }
 }
@@ -696,8 +675,7 @@ TEST_CASE("in secure-execution mode the shim reads no environment") {
     return;
   }
   try {
-    if (run_process({"setpriv", "--version"}, clean_env()).exit_code != 0)
-      throw std::runtime_error("setpriv");
+    if (run_process({"setpriv", "--version"}, clean_env()).exit_code != 0) throw std::runtime_error("setpriv");
   } catch (const std::exception&) {
     MESSAGE("setpriv (util-linux) not found: secure-execution mode left untested");
     return;
@@ -730,10 +708,10 @@ TEST_CASE("in secure-execution mode the shim reads no environment") {
   REQUIRE(chmod(tmp.path.c_str(), 0700) == 0);
 
   auto run_as_nobody = [&](const std::filesystem::path& helper) {
-    process_result r = run_process(
-        {"setpriv", "--reuid=" + std::to_string(nobody), "--regid=" + std::to_string(nogroup),
-         "--clear-groups", helper.string(), "--dlopen", shim.string()},
-        clean_env({"PALRT_PRELOAD=0", "PALRT_PRELOAD_VERBOSE=1"}));
+    process_result r =
+        run_process({"setpriv", "--reuid=" + std::to_string(nobody), "--regid=" + std::to_string(nogroup),
+                     "--clear-groups", helper.string(), "--dlopen", shim.string()},
+                    clean_env({"PALRT_PRELOAD=0", "PALRT_PRELOAD_VERBOSE=1"}));
     INFO("stdout: " << r.out << "\nstderr: " << r.err);
     REQUIRE(r.exit_code == 0);
     return std::pair{parse_state(r.out), r.err};

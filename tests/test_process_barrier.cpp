@@ -69,10 +69,10 @@ constexpr bool under_tsan = false;
 
 struct litmus_outcome {
   long iterations = 0;
-  long forbidden = 0;      // r1 == 0 && r2 == 0
-  long only_a_first = 0;   // r1 == 0, r2 == 1
-  long only_b_first = 0;   // r1 == 1, r2 == 0
-  long both_seen = 0;      // r1 == 1, r2 == 1
+  long forbidden = 0;     // r1 == 0 && r2 == 0
+  long only_a_first = 0;  // r1 == 0, r2 == 1
+  long only_b_first = 0;  // r1 == 1, r2 == 0
+  long both_seen = 0;     // r1 == 1, r2 == 1
 };
 
 // Spin-waits until `ready()`; yields now and then so that an oversubscribed machine (a
@@ -150,7 +150,8 @@ litmus_outcome store_buffering_with(SlowSide slow_side, Done done, std::chrono::
       });
       if (b == -1) break;  // B ended the run
       jitter = jitter * 1103515245u + 12345u;
-      spin_for((jitter >> 16) % jitter_turns + static_cast<unsigned>(std::max(0, -bias.load(std::memory_order_relaxed))));
+      spin_for((jitter >> 16) % jitter_turns +
+               static_cast<unsigned>(std::max(0, -bias.load(std::memory_order_relaxed))));
       x.store(1, std::memory_order_relaxed);
       std::atomic_signal_fence(std::memory_order_seq_cst);  // the fast side: compiler barrier only
       r1.store(y.load(std::memory_order_relaxed), std::memory_order_relaxed);
@@ -197,8 +198,7 @@ litmus_outcome store_buffering_with(SlowSide slow_side, Done done, std::chrono::
 }
 
 template <class Done>
-litmus_outcome store_buffering(bool with_flush, Done done, std::chrono::milliseconds budget,
-                               bool stop_on_forbidden) {
+litmus_outcome store_buffering(bool with_flush, Done done, std::chrono::milliseconds budget, bool stop_on_forbidden) {
   return store_buffering_with(
       [with_flush](std::atomic<int>& x, std::atomic<int>& y) {
         y.store(1, std::memory_order_relaxed);
@@ -217,7 +217,6 @@ std::string describe(const litmus_outcome& o) {
                 o.forbidden, o.only_a_first, o.only_b_first, o.both_seen);
   return buf;
 }
-
 
 }  // namespace
 
@@ -259,8 +258,8 @@ PALRT_FRESH_PROCESS(litmus_with_flush) {
 }
 
 PALRT_FRESH_PROCESS(automatic_choice) {
-  const auto& st = pal::initialize_process_barrier(pal::registration_mode::register_membarrier,
-                                                   pal::registration_census::always);
+  const auto& st =
+      pal::initialize_process_barrier(pal::registration_mode::register_membarrier, pal::registration_census::always);
   std::printf("strategy=%s registered=%d registration_error=%d threads=%d forced=%d\n",
               std::string(pal::to_string(st.strategy)).c_str(), st.registered, st.registration_error,
               st.threads_at_registration, st.forced);
@@ -272,7 +271,8 @@ PALRT_FRESH_PROCESS(automatic_choice) {
 void check_forced_strategy_litmus(const std::string& strategy) {
   CAPTURE(strategy);
   // The child's own budget, plus time to start and report.
-  auto child = run_fresh("litmus_with_flush", {{"PALRT_BARRIER=" + strategy}, {}, litmus_budget() + std::chrono::seconds(30)});
+  auto child =
+      run_fresh("litmus_with_flush", {{"PALRT_BARRIER=" + strategy}, {}, litmus_budget() + std::chrono::seconds(30)});
   REQUIRE_FALSE(child.timed_out);
   INFO(child.out, child.err);
   if (strategy == "membarrier" && !membarrier_available()) {
@@ -319,7 +319,8 @@ TEST_CASE("process barrier: the litmus test can fail: without the flush the forb
   CHECK(o.forbidden > 0);
 }
 
-TEST_CASE("process barrier: prefers membarrier, falls back when it is denied, registering single-threaded" * palrt::testing::fallback_case) {
+TEST_CASE("process barrier: prefers membarrier, falls back when it is denied, registering single-threaded" *
+          palrt::testing::fallback_case) {
   auto child = run_fresh("automatic_choice", {{"PALRT_BARRIER="}, {}});
   INFO(child.out, child.err);
   REQUIRE(child.exit_code == 0);
@@ -392,8 +393,8 @@ PALRT_FRESH_PROCESS(register_after_foreign_thread) {
   const int alive = palrt_threads_in_process();  // 2, or 3 with a sanitizer's own thread
   // Counted whatever the duration says: with rcu_expedited=1 or one online CPU the kernel
   // answers this late registration as fast as the single-threaded one.
-  const auto& st = pal::initialize_process_barrier(pal::registration_mode::register_membarrier,
-                                                   pal::registration_census::always);
+  const auto& st =
+      pal::initialize_process_barrier(pal::registration_mode::register_membarrier, pal::registration_census::always);
   release.set();
   foreign.join();
   std::printf("registered=%d counted=%d\n", st.registered, st.threads_at_registration == alive && alive >= 2);
@@ -419,8 +420,8 @@ PALRT_FRESH_PROCESS(mprotect_without_mlock) {
   munmap(probe, 4096);
   if (!initialize_and_print_strategy()) return 3;
   auto o = store_buffering(
-      true, [](const litmus_outcome& out) { return out.iterations >= 5000 && out.only_a_first > 0; },
-      litmus_budget(), false);
+      true, [](const litmus_outcome& out) { return out.iterations >= 5000 && out.only_a_first > 0; }, litmus_budget(),
+      false);
   std::printf("%s\n", describe(o).c_str());
   return o.forbidden == 0 ? 0 : 1;
 }
@@ -443,14 +444,13 @@ TEST_CASE("process barrier: the mprotect strategy works where mlock is denied (R
     MESSAGE("skipped: " << why);
     return;
   }
-  auto child = run_fresh("mprotect_without_mlock",
-                         {[] {
-                            auto env = palrt::testing::privilege_drop_env();
-                            env.push_back("PALRT_BARRIER=mprotect");
-                            return env;
-                          }(),
-                          {},
-                          litmus_budget() + std::chrono::seconds(30)});
+  auto child = run_fresh("mprotect_without_mlock", {[] {
+                                                      auto env = palrt::testing::privilege_drop_env();
+                                                      env.push_back("PALRT_BARRIER=mprotect");
+                                                      return env;
+                                                    }(),
+                                                    {},
+                                                    litmus_budget() + std::chrono::seconds(30)});
   INFO(child.out, child.err);
   CHECK(child.out.find("mlock_denied=1") != std::string::npos);
   CHECK(child.out.find("strategy=mprotect") != std::string::npos);
@@ -482,7 +482,8 @@ TEST_CASE("process barrier: a bad PALRT_BARRIER value is an error that names the
   CHECK(child.out.find(std::to_string(EINVAL)) != std::string::npos);
 }
 
-TEST_CASE("process barrier: each strategy instance flushes with busy threads running, and reports its kind" * palrt::testing::fallback_case) {
+TEST_CASE("process barrier: each strategy instance flushes with busy threads running, and reports its kind" *
+          palrt::testing::fallback_case) {
   std::atomic<bool> stop{false};
   auto busy = pal::start_thread({"busy", 0}, [&] {
     while (!stop.load(std::memory_order_relaxed)) {
@@ -678,7 +679,8 @@ PALRT_FRESH_PROCESS(signal_fork_during_flushes) {
 }
 
 TEST_CASE("process barrier: signal strategy: a child forked during a flush can flush (no inherited round)") {
-  auto child = run_fresh("signal_fork_during_flushes", palrt::testing::run_options{{"PALRT_BARRIER=signal"}, {}, std::chrono::seconds(240)});
+  auto child = run_fresh("signal_fork_during_flushes",
+                         palrt::testing::run_options{{"PALRT_BARRIER=signal"}, {}, std::chrono::seconds(240)});
   INFO(child.out, child.err, " signal=", child.term_signal, " timed_out=", child.timed_out);
   REQUIRE(child.exit_code == 0);
   CHECK(child.out.find("strategy=signal") != std::string::npos);
@@ -753,13 +755,12 @@ int in_new_pid_namespace(const std::function<int()>& fn) {
 }
 
 PALRT_FRESH_PROCESS(signal_in_pid_namespace_without_its_proc) {
-  return in_new_pid_namespace(
-      [] {
-        // Its parent is the namespace's init, which is pid 1 in the namespace only.
-        std::printf("in new namespace=%d\n", getppid() == 1);
-        if (!initialize_and_print_strategy()) return 3;
-        return flush_waits_for_blocked_spinner("namespace");
-      });
+  return in_new_pid_namespace([] {
+    // Its parent is the namespace's init, which is pid 1 in the namespace only.
+    std::printf("in new namespace=%d\n", getppid() == 1);
+    if (!initialize_and_print_strategy()) return 3;
+    return flush_waits_for_blocked_spinner("namespace");
+  });
 }
 
 // True (and the test says it skips) when the fresh process could not create a PID namespace.
@@ -792,11 +793,10 @@ TEST_CASE("process barrier: signal strategy: refuses a /proc of another PID name
 PALRT_FRESH_PROCESS(signal_flush_forked_into_pid_namespace) {
   if (!initialize_and_print_strategy()) return 3;
   pal::flush_process_write_buffers();  // set up while /proc was still this process's own
-  return in_new_pid_namespace(
-      [] {
-        no_core_dumps();
-        return flush_waits_for_blocked_spinner("namespace");
-      });
+  return in_new_pid_namespace([] {
+    no_core_dumps();
+    return flush_waits_for_blocked_spinner("namespace");
+  });
 }
 
 TEST_CASE("process barrier: signal strategy: a flush in a child forked into another PID namespace aborts rather than "
@@ -981,8 +981,8 @@ using pal::internal::process_barrier_access;
 // flushing thread and its handlers touch it, so relaxed atomics are enough (a handler sees
 // what the code it interrupted wrote before, in program order).
 struct nesting_test {
-  int levels = 1;                  // handlers to nest, one inside each flush
-  bool one_signal = false;         // every level uses SIGUSR1 with SA_NODEFER (deep nesting)
+  int levels = 1;                    // handlers to nest, one inside each flush
+  bool one_signal = false;           // every level uses SIGUSR1 with SA_NODEFER (deep nesting)
   std::atomic<int> hooks_inside{0};  // flush hooks running on this thread now
   std::atomic<int> depth{0};         // host handlers running on this thread now
   std::atomic<long> interrupted{0};  // handlers that ran inside the flush they interrupted
@@ -1077,8 +1077,8 @@ PALRT_FRESH_PROCESS(litmus_flush_in_handler_inside_flush) {
         const int r2 = nesting.r2.load(std::memory_order_relaxed);
         return r2 < 0 ? 1 : r2;  // no handler ran: counted below, not as an outcome
       },
-      [rounds](const litmus_outcome& out) { return out.iterations >= rounds && out.only_a_first > 0; },
-      litmus_budget(), false);
+      [rounds](const litmus_outcome& out) { return out.iterations >= rounds && out.only_a_first > 0; }, litmus_budget(),
+      false);
   std::printf("%s\nhandler flushes=%ld interrupted=%ld\n", describe(o).c_str(), nesting.completed.load(),
               nesting.interrupted.load());
   if (o.forbidden != 0) return 1;
@@ -1217,7 +1217,7 @@ void host_handler_for_barrier_signal(int) {}
 
 void take_barrier_signal(takeover how) {
   struct sigaction sa {};
-  sa.sa_handler = how == takeover::handler ? &host_handler_for_barrier_signal
+  sa.sa_handler = how == takeover::handler  ? &host_handler_for_barrier_signal
                   : how == takeover::ignore ? SIG_IGN
                                             : SIG_DFL;
   sigemptyset(&sa.sa_mask);
@@ -1403,7 +1403,8 @@ TEST_CASE("process barrier: signal strategy: two copies of palrt in one process 
     CHECK(child.exit_code == 3);
     CHECK(child.out.find("unavailable " + std::to_string(EBUSY) +
                          " signal barrier: SIGRTMAX-1 is already the barrier signal of another copy of palrt in this "
-                         "process, in " + plugin + "; this copy is in ") != std::string::npos);
+                         "process, in " +
+                         plugin + "; this copy is in ") != std::string::npos);
     CHECK(child.out.find("the host") == std::string::npos);
   }
 }

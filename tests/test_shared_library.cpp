@@ -56,19 +56,19 @@ std::map<std::string, char> defined_symbols(const std::string& library, bool dyn
 
 std::string demangled(const std::string& name) {
   int status = 0;
-  std::unique_ptr<char, decltype(&std::free)> d(abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status), &std::free);
+  std::unique_ptr<char, decltype(&std::free)> d(abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status),
+                                                &std::free);
   return status == 0 && d ? std::string(d.get()) : name;
 }
 
 // A name of palrt's internal:: namespaces, or one that takes an internal type (a constructor
 // only palrt's own code can call, with a key type only it defines).
-bool is_internal(const std::string& demangled_name) {
-  return demangled_name.find("::internal::") != std::string::npos;
-}
+bool is_internal(const std::string& demangled_name) { return demangled_name.find("::internal::") != std::string::npos; }
 
 // Type information, its name, a vtable or a VTT: what a host's derived class refers to.
 bool is_type_symbol(const std::string& name) {
-  return starts_with(name, "_ZTI") || starts_with(name, "_ZTS") || starts_with(name, "_ZTV") || starts_with(name, "_ZTT");
+  return starts_with(name, "_ZTI") || starts_with(name, "_ZTS") || starts_with(name, "_ZTV") ||
+         starts_with(name, "_ZTT");
 }
 
 // A symbol whose presence does not depend on how much the compiler inlined: a function or
@@ -109,9 +109,9 @@ TEST_CASE("shared library: it exports palrt's own symbols and nothing it links i
     ++exported;
     if (name.rfind("palrt::startup::bootstrap(", 0) == 0) bootstrap = true;
     bool ours = name.rfind("palrt_", 0) == 0;
-    for (const char* prefix : {"palrt::", "typeinfo for palrt::", "typeinfo name for palrt::", "vtable for palrt::",
-                               "VTT for palrt::", "guard variable for palrt::", "TLS init function for palrt::",
-                               "TLS wrapper function for palrt::"})
+    for (const char* prefix :
+         {"palrt::", "typeinfo for palrt::", "typeinfo name for palrt::", "vtable for palrt::", "VTT for palrt::",
+          "guard variable for palrt::", "TLS init function for palrt::", "TLS wrapper function for palrt::"})
       ours = ours || name.rfind(prefix, 0) == 0;
     if (!ours) foreign.push_back(name);
   }
@@ -191,9 +191,9 @@ TEST_CASE("shared library: no internal name is exported, so that an internal cha
   // What the installed headers' inline code calls is of detail:: namespaces, and stays: here
   // gc::make's registration of a new object, and a read section's epoch and first entry.
   const auto exported = defined_symbols(library, true);
-  for (const std::string name : {"_ZN5palrt2gc6detail13object_access7createdERNS0_6objectE",
-                                 "_ZN5palrt2gc6detail12global_epochE",
-                                 "_ZN5palrt2gc6detail23register_current_readerEv"}) {
+  for (const std::string name :
+       {"_ZN5palrt2gc6detail13object_access7createdERNS0_6objectE", "_ZN5palrt2gc6detail12global_epochE",
+        "_ZN5palrt2gc6detail23register_current_readerEv"}) {
     CAPTURE(demangled(name));
     CHECK(exported.count(name) == 1);
   }
@@ -229,8 +229,7 @@ TEST_CASE("shared library: its exports are the committed list, startup/libpalrt.
   }
   REQUIRE_MESSAGE(!listed_build.empty(), committed_path << " has no '# build: ' line");
   const bool whole = listed_build == this_build;
-  const std::string compared =
-      whole ? "every exported symbol" : "the exports that do not depend on inlining (T D B R)";
+  const std::string compared = whole ? "every exported symbol" : "the exports that do not depend on inlining (T D B R)";
   MESSAGE("compared " << compared << ": the list is of " << listed_build << ", this build is " << this_build);
 
   std::vector<std::string> added, removed;
@@ -252,9 +251,10 @@ TEST_CASE("shared library: its exports are the committed list, startup/libpalrt.
     std::ostringstream diff;
     for (const auto& a : added) diff << "\n  + " << a;
     for (const auto& r : removed) diff << "\n  - " << r;
-    INFO("libpalrt.so's exports differ from " << committed_path << " (" << added.size() << " new, "
-         << removed.size() << " gone):" << diff.str() << "\nIf that is meant, take the list of a build of "
-         << listed_build << " (scripts/test.sh's release build): this build's is written to " << new_path
+    INFO("libpalrt.so's exports differ from "
+         << committed_path << " (" << added.size() << " new, " << removed.size() << " gone):" << diff.str()
+         << "\nIf that is meant, take the list of a build of " << listed_build
+         << " (scripts/test.sh's release build): this build's is written to " << new_path
          << " (cp it over the committed list and commit it with the change)"
          << std::string(whole ? "" : "; this build is not one"));
     CHECK(false);

@@ -144,8 +144,8 @@ TEST_CASE("post: priorities run highest first, first in first out within one") {
   m.post(work_priority::low, record("low-2"));
   gate.release();
   m.invoke(work_priority::background, [] {});  // runs after everything above
-  CHECK(order == std::vector<std::string>{"high-1", "high-2", "normal-1", "normal-2", "low-1", "low-2",
-                                          "background-1"});
+  CHECK(order ==
+        std::vector<std::string>{"high-1", "high-2", "normal-1", "normal-2", "low-1", "low-2", "background-1"});
 }
 
 TEST_CASE("cancel: removes an item that has not started; not one that ran; a stale ticket cancels nothing") {
@@ -176,7 +176,7 @@ TEST_CASE("cancel: a ticket of another manager cancels nothing, and both manager
   CHECK_FALSE(mine.cancel(ticket));
   gate.release();
   theirs.invoke(work_priority::background, [] {});
-  CHECK(ran.load() == 1);  // the item stayed in its own queue, and ran there
+  CHECK(ran.load() == 1);              // the item stayed in its own queue, and ran there
   CHECK_FALSE(theirs.cancel(ticket));  // ran
   // Neither manager's queue or pool took the other's node.
   CHECK(mine.invoke(work_priority::normal, [] { return 2; }) == 2);
@@ -201,7 +201,8 @@ TEST_CASE("invoke: returns the result, rethrows the exception, on the worker") {
   struct custom_error : std::runtime_error {
     using std::runtime_error::runtime_error;
   };
-  CHECK_THROWS_AS(m.invoke(work_priority::normal, []() -> int { throw custom_error("from the worker"); }), custom_error);
+  CHECK_THROWS_AS(m.invoke(work_priority::normal, []() -> int { throw custom_error("from the worker"); }),
+                  custom_error);
   try {
     m.invoke(work_priority::normal, [] { throw std::logic_error("kept"); });
   } catch (const std::logic_error& e) {
@@ -217,9 +218,7 @@ TEST_CASE("invoke: nested from inside a work item runs (no deadlock) and takes a
   // Two levels deep on the worker: the outer invoke holds the worker's leased context, so the
   // inner one must allocate its own rather than overwrite it.
   const int r = m.invoke(work_priority::normal, [&] {
-    const int inner = m.invoke(work_priority::high, [&] {
-      return m.invoke(work_priority::low, [] { return 3; }) * 2;
-    });
+    const int inner = m.invoke(work_priority::high, [&] { return m.invoke(work_priority::low, [] { return 3; }) * 2; });
     return inner + 1;
   });
   CHECK(r == 7);
@@ -290,7 +289,8 @@ TEST_CASE("steady state: post reuses a bounded set of queue nodes, invoke reuses
   const std::uint64_t bound = sync_manager_access::node_pool_bound(batch + 1);
   CHECK_MESSAGE(sync_manager_access::node_allocations(m) <= bound,
                 sync_manager_access::node_allocations(m) << " queue nodes allocated; the bound is " << bound);
-  CHECK_MESSAGE(sync_manager_access::invoke_context_allocations() == contexts, "invoke contexts allocated after the first");
+  CHECK_MESSAGE(sync_manager_access::invoke_context_allocations() == contexts,
+                "invoke contexts allocated after the first");
 }
 
 TEST_CASE("post: an item that throws is counted and the worker carries on") {
@@ -312,7 +312,7 @@ TEST_CASE("post_after: runs once its delay has passed, not before; cancelled bef
     ran_at = palrt_monotonic_ns();
     done.set();
   });
-  m.post_after(0ms, work_priority::low, [] {});  // due at once
+  m.post_after(0ms, work_priority::low, [] {});                                           // due at once
   auto never = m.post_after(std::chrono::nanoseconds::max(), work_priority::low, [] {});  // clamped, not overflowed
   CHECK(m.cancel(cancelled));
   REQUIRE(sync::wait_one(done, 10s).status == wait_status::signalled);
@@ -331,7 +331,8 @@ TEST_CASE("stop: queued work is cancelled and counted; a waiting invoke throws E
   m.post_after(1h, work_priority::normal, [&] { ran.fetch_add(1); });
   int invoke_error = 0;
   const std::uint64_t queued_before = sync_manager_access::items_waiting(m);
-  std::thread caller([&] { invoke_error = error_of([&] { m.invoke(work_priority::low, [&] { ran.fetch_add(1); }); }); });
+  std::thread caller(
+      [&] { invoke_error = error_of([&] { m.invoke(work_priority::low, [&] { ran.fetch_add(1); }); }); });
   REQUIRE(eventually([&] { return sync_manager_access::items_waiting(m) == queued_before + 1; }));  // it waits
   m.request_stop();
   gate.release();

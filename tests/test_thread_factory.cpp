@@ -36,7 +36,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-
 void start_and_join_one_thread() {
   auto t = pal::start_thread({"probe", 0}, [] {});
   t.join();
@@ -50,8 +49,7 @@ PALRT_FRESH_PROCESS(factory_registers_first) {
   if (!st) return 2;
   // Counted only when the registration did not look fast (registration_census::if_slow);
   // a sanitizer's own thread starts at the first pthread_create, after registration.
-  const bool one_thread = st->fast_path_inferred ? st->threads_at_registration == 0
-                                                 : st->threads_at_registration == 1;
+  const bool one_thread = st->fast_path_inferred ? st->threads_at_registration == 0 : st->threads_at_registration == 1;
   std::printf("registered=%d one_thread=%d strategy=%s pe=%d\n", st->registered, one_thread,
               std::string(pal::to_string(st->strategy)).c_str(), pal::membarrier::private_expedited().error);
   return 0;
@@ -86,7 +84,8 @@ PALRT_FRESH_PROCESS(factory_under_rlimit_nproc) {
   return 0;
 }
 
-TEST_CASE("thread factory: registers for membarrier before the process's first thread exists" * palrt::testing::fallback_case) {
+TEST_CASE("thread factory: registers for membarrier before the process's first thread exists" *
+          palrt::testing::fallback_case) {
   auto child = run_fresh("factory_registers_first");
   INFO(child.out, child.err);
   REQUIRE(child.exit_code == 0);
@@ -96,7 +95,8 @@ TEST_CASE("thread factory: registers for membarrier before the process's first t
     CHECK(child.out.find("registered=0") != std::string::npos);
 }
 
-TEST_CASE("thread factory: the deferred policy (threads-first) leaves registration to the host" * palrt::testing::fallback_case) {
+TEST_CASE("thread factory: the deferred policy (threads-first) leaves registration to the host" *
+          palrt::testing::fallback_case) {
   auto child = run_fresh("factory_deferred");
   INFO(child.out, child.err);
   REQUIRE(child.exit_code == 0);
@@ -104,7 +104,8 @@ TEST_CASE("thread factory: the deferred policy (threads-first) leaves registrati
   if (membarrier_available()) CHECK(child.out.find("pe=" + std::to_string(EPERM)) != std::string::npos);
 }
 
-TEST_CASE("thread factory: the never policy (no-membarrier) sets up a fallback barrier and does not register" * palrt::testing::fallback_case) {
+TEST_CASE("thread factory: the never policy (no-membarrier) sets up a fallback barrier and does not register" *
+          palrt::testing::fallback_case) {
   auto child = run_fresh("factory_never");
   INFO(child.out, child.err);
   REQUIRE(child.exit_code == 0);
@@ -165,10 +166,10 @@ TEST_CASE("thread factory: a managed_thread destroyed or assigned over while joi
     const char* fresh;
     const char* message;
   };
-  for (const expectation e :
-       {expectation{"managed_thread_destroyed_joinable", "palrt: managed_thread 'left-joinable' destroyed while joinable"},
-        expectation{"managed_thread_assigned_over_joinable",
-                    "palrt: managed_thread 'assigned-over' assigned over while joinable"}}) {
+  for (const expectation e : {expectation{"managed_thread_destroyed_joinable",
+                                          "palrt: managed_thread 'left-joinable' destroyed while joinable"},
+                              expectation{"managed_thread_assigned_over_joinable",
+                                          "palrt: managed_thread 'assigned-over' assigned over while joinable"}}) {
     const std::string fresh = e.fresh;
     CAPTURE(fresh);
     const auto r = run_fresh(fresh);

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The sync manager's waitable objects and waits: events, semaphores, mutexes (recursion and
 // abandonment), thread handles, wait_one/any/all, timeouts, alertable waits and APCs, waits
-// with a cancellation request pending, and every bad input the API documents. No test orders events with a sleep: a test that needs
-// a thread to be blocked on an object waits (bounded) until the object has that waiter.
+// with a cancellation request pending, and every bad input the API documents. No test orders events with a sleep: a
+// test that needs a thread to be blocked on an object waits (bounded) until the object has that waiter.
 #include <doctest/doctest.h>
 #include <pthread.h>
 #include <sched.h>
@@ -206,7 +206,7 @@ TEST_CASE("mutex: a thread that exits holding it abandons it; the next acquirer 
   const auto first = sync::wait_one(m, 0ns);
   CHECK(first.status == wait_status::abandoned);
   CHECK(first.index == 0);
-  m.release();  // the new owner holds it once
+  m.release();                                                     // the new owner holds it once
   CHECK(sync::wait_one(m, 0ns).status == wait_status::signalled);  // consistent again
   m.release();
 }
@@ -473,7 +473,7 @@ TEST_CASE("thread exit: comes after the thread_locals' destructors, which may st
     (void)sync::wait_one(m);  // held until the thread_local's destructor releases it
   });
   REQUIRE(has_waiters(finish, 1));
-  CHECK_FALSE(th.has_exited());  // still in its exit, not done with it
+  CHECK_FALSE(th.has_exited());                                    // still in its exit, not done with it
   CHECK(sync::wait_one(m, 0ns).status == wait_status::timed_out);  // still its owner
   finish.set();
   CHECK(sync::wait_one(th, 10s).status == wait_status::signalled);
@@ -496,8 +496,8 @@ struct waits_after_main {
     e.set();
     const bool ok = sync::wait_one(e, 10s).status == wait_status::signalled &&
                     sync::wait_one(s, 10s).status == wait_status::signalled &&
-                    sync::wait_one(m, 10s).status == wait_status::signalled &&
-                    error_of([&] { m.release(); }) == 0 && error_of([&] { held.release(); }) == 0;
+                    sync::wait_one(m, 10s).status == wait_status::signalled && error_of([&] { m.release(); }) == 0 &&
+                    error_of([&] { held.release(); }) == 0;
     std::printf("%s\n", ok ? "waits after main: ok" : "waits after main: FAILED");
     std::fflush(stdout);
   }
@@ -508,7 +508,7 @@ struct waits_after_main {
 PALRT_FRESH_PROCESS(waits_in_global_destructor) {
   event_handle first(event_reset::manual);
   first.set();
-  (void)sync::wait_one(first);  // the main thread's first wait
+  (void)sync::wait_one(first);     // the main thread's first wait
   static waits_after_main global;  // destroyed by exit(), after the thread_locals
   return 0;
 }
@@ -582,7 +582,8 @@ TEST_CASE("APC: wakes a thread blocked in an alertable wait; queued earlier, the
   CHECK(order.load() == 3);
 }
 
-TEST_CASE("APC: pending APCs run before an alertable wait looks at its objects; with none pending the signal is reported") {
+TEST_CASE(
+    "APC: pending APCs run before an alertable wait looks at its objects; with none pending the signal is reported") {
   event_handle e(event_reset::manual, true);
   sync::queue_apc(sync::thread_handle::current(), [] {});
   // The APC is pending, so an alertable wait runs it and reports alerted: Win32's order.
@@ -623,19 +624,25 @@ void check_waits_run_their_course(Driver with_request_pending) {
   CHECK(o.acted_after);
   CHECK(timed == wait_status::timed_out);
 
-  o = with_request_pending([&] { any = sync::wait_any({unset, first}); },
-                           [&] { return waits_access::waiter_count(first) == 1; }, [&] { first.set(); });
+  o = with_request_pending(
+      [&] {
+        any = sync::wait_any({unset, first});
+      },
+      [&] { return waits_access::waiter_count(first) == 1; }, [&] { first.set(); });
   CHECK_MESSAGE(o.returned, "wait_any (no timeout) was unwound");
   CHECK(o.acted_after);
   CHECK(any.status == wait_status::signalled);
   CHECK(any.index == 1);
 
-  o = with_request_pending([&] { all = sync::wait_all({first, second}); },
-                           [&] { return waits_access::waiter_count(second) == 1; },
-                           [&] {
-                             first.set();
-                             second.set();
-                           });
+  o = with_request_pending(
+      [&] {
+        all = sync::wait_all({first, second});
+      },
+      [&] { return waits_access::waiter_count(second) == 1; },
+      [&] {
+        first.set();
+        second.set();
+      });
   CHECK_MESSAGE(o.returned, "wait_all (no timeout) was unwound");
   CHECK(o.acted_after);
   CHECK(all.status == wait_status::signalled);
@@ -656,7 +663,8 @@ void check_waits_run_their_course(Driver with_request_pending) {
         sleeper.store(&sleeper_handle, std::memory_order_release);
         alerted_sleep = sync::sleep_for(sync::infinite, alertable::yes);
       },
-      {}, [&] {
+      {},
+      [&] {
         REQUIRE(eventually([&] { return sleeper.load(std::memory_order_acquire) != nullptr; }));
         sync::queue_apc(*sleeper.load(std::memory_order_acquire), [] {});
       });
@@ -667,11 +675,13 @@ void check_waits_run_their_course(Driver with_request_pending) {
 
 }  // namespace
 
-TEST_CASE("cancellation: no wait and no sleep_for is a cancellation point; a pending pthread_cancel acts after it returned") {
+TEST_CASE(
+    "cancellation: no wait and no sleep_for is a cancellation point; a pending pthread_cancel acts after it returned") {
   check_waits_run_their_course(palrt::testing::call_with_cancel_pending);
 }
 
-TEST_CASE("cancellation: no wait and no sleep_for is a Boost interruption point; a pending interrupt() acts after it returned") {
+TEST_CASE("cancellation: no wait and no sleep_for is a Boost interruption point; a pending interrupt() acts after it "
+          "returned") {
   check_waits_run_their_course(palrt::testing::call_with_interrupt_pending);
 }
 

@@ -82,9 +82,7 @@ PyObject* wrapper_of_index(PyObject*, PyObject* arg) {
   return wrapper_of(module_state::natives[static_cast<std::size_t>(i)].get());
 }
 
-PyObject* cached(PyObject*, PyObject*) {
-  return PyLong_FromUnsignedLongLong(module_state::cache.counters().entries);
-}
+PyObject* cached(PyObject*, PyObject*) { return PyLong_FromUnsignedLongLong(module_state::cache.counters().entries); }
 
 PyMethodDef methods[] = {
     {"natives", natives, METH_O, "natives(n): make native objects 0 .. n-1"},
@@ -93,8 +91,15 @@ PyMethodDef methods[] = {
     {nullptr, nullptr, 0, nullptr},
 };
 
-PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "palrt_example", "palrt::cpython::identity_cache, made whole", -1,
-                          methods, nullptr, nullptr, nullptr, nullptr};
+PyModuleDef module_def = {PyModuleDef_HEAD_INIT,
+                          "palrt_example",
+                          "palrt::cpython::identity_cache, made whole",
+                          -1,
+                          methods,
+                          nullptr,
+                          nullptr,
+                          nullptr,
+                          nullptr};
 
 }  // namespace
 

@@ -107,8 +107,8 @@ int main() {
 
   std::printf("identity-cache: 2 threads, 1 wrapper (factory ran %d time(s), %llu race(s) lost); "
               "wrapper #%d died, the next lookup made #%d; %zu entries left\n",
-              made_by_askers, static_cast<unsigned long long>(races_lost), first_serial,
-              second_serial, counters.entries);
+              made_by_askers, static_cast<unsigned long long>(races_lost), first_serial, second_serial,
+              counters.entries);
   const bool clean = rt->shutdown().clean();
   check(clean, "shutdown was not clean");
   return failures == 0 ? 0 : 1;

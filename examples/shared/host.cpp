@@ -59,9 +59,8 @@ int identity_cache(palrt::startup::runtime_services& s) {
   static const int native_object = 0;
   const void* native = &native_object;
   palrt::interop::identity_cache cache(s.collector());
-  auto p = cache.get_or_create<com_proxy>(native, [&](const void* id) {
-    return palrt::gc::make_object<com_proxy>(s.collector(), id);
-  });
+  auto p = cache.get_or_create<com_proxy>(
+      native, [&](const void* id) { return palrt::gc::make_object<com_proxy>(s.collector(), id); });
   palrt::gc::ref<com_proxy> same = cache.try_get<com_proxy>(native);
   if (!p || same.get() != p.get() || p->native != native) return fail("the identity cache did not give one wrapper");
   // The wrapper through its palrt base, back to the host's type: type information of the
@@ -121,6 +120,7 @@ int main(int argc, char** argv) {
   if (status == 0) status = palrt_exception();
   for (int i = 1; i < argc && status == 0; ++i) status = run_plugin(argv[i], s);
   if (!rt->shutdown().clean()) return fail("shutdown was not clean");
-  if (status == 0) std::printf("shared-host: objects, finalizer, identity cache and %d plugin(s) on libpalrt.so\n", argc - 1);
+  if (status == 0)
+    std::printf("shared-host: objects, finalizer, identity cache and %d plugin(s) on libpalrt.so\n", argc - 1);
   return status;
 }

@@ -199,8 +199,7 @@ static void report_not_understood(const char* value) {
 }
 
 static void report(const struct palrt_preload_info* info) {
-  const char* by =
-      info->trigger == PALRT_PRELOAD_BY_PTHREAD_CREATE ? "pthread_create" : "constructor";
+  const char* by = info->trigger == PALRT_PRELOAD_BY_PTHREAD_CREATE ? "pthread_create" : "constructor";
   /* Microseconds with one decimal on the fast path, milliseconds once it is the slow one. */
   long long ns = info->registration.duration_ns;
   char duration[32];
@@ -212,8 +211,8 @@ static void report(const struct palrt_preload_info* info) {
   const char* thread_word = threads == 1 ? "thread" : "threads";
 
   if (info->state == PALRT_PRELOAD_REGISTERED) {
-    say("palrt-preload: registered membarrier (private expedited) in %s, %d %s, by %s\n", duration,
-        threads, thread_word, by);
+    say("palrt-preload: registered membarrier (private expedited) in %s, %d %s, by %s\n", duration, threads,
+        thread_word, by);
   } else {
     int e = info->registration.error;
     const char* name = errno_name(e);
@@ -229,8 +228,8 @@ static void report(const struct palrt_preload_info* info) {
     const char* step = mask == 0                   ? "query"
                        : (mask & needed) != needed ? "query (kernel lacks the command)"
                                                    : "register";
-    say("palrt-preload: membarrier registration failed at %s: %s in %s, %d %s, by %s\n", step, name,
-        duration, threads, thread_word, by);
+    say("palrt-preload: membarrier registration failed at %s: %s in %s, %d %s, by %s\n", step, name, duration, threads,
+        thread_word, by);
   }
 }
 
@@ -243,8 +242,7 @@ static void ensure_registered(int trigger) {
    * errno changes, and the program may be inspecting it around either. */
   int saved_errno = errno;
   int expected = PHASE_IDLE;
-  if (__atomic_compare_exchange_n(&g_phase, &expected, PHASE_BUSY, false, __ATOMIC_ACQ_REL,
-                                  __ATOMIC_ACQUIRE)) {
+  if (__atomic_compare_exchange_n(&g_phase, &expected, PHASE_BUSY, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
     struct config cfg = read_config();
     g_info.version = PALRT_PRELOAD_INFO_VERSION;
     g_info.trigger = trigger;
@@ -252,12 +250,10 @@ static void ensure_registered(int trigger) {
       g_info.state = PALRT_PRELOAD_DISABLED;
     } else {
       palrt_membarrier_register(&g_info.registration);
-      g_info.state =
-          g_info.registration.error == 0 ? PALRT_PRELOAD_REGISTERED : PALRT_PRELOAD_FAILED;
+      g_info.state = g_info.registration.error == 0 ? PALRT_PRELOAD_REGISTERED : PALRT_PRELOAD_FAILED;
       g_info.fast_path_inferred = palrt_registration_looks_fast(&g_info.registration);
       /* A count only where it tells something or is shown: the verbose line prints it. */
-      if (cfg.verbose || !g_info.fast_path_inferred)
-        g_info.threads_at_registration = palrt_threads_in_process();
+      if (cfg.verbose || !g_info.fast_path_inferred) g_info.threads_at_registration = palrt_threads_in_process();
     }
     __atomic_store_n(&g_phase, PHASE_DONE, __ATOMIC_RELEASE);
     if (cfg.verbose) {
@@ -289,8 +285,7 @@ __attribute__((constructor)) static void palrt_preload_constructor(void) {
 
 /* This object's own pthread_create, through a hidden alias (defined after the function):
  * a plain &pthread_create would go through the GOT and could name another object's. */
-extern __typeof__(pthread_create) palrt_preload_own_pthread_create
-    __attribute__((visibility("hidden")));
+extern __typeof__(pthread_create) palrt_preload_own_pthread_create __attribute__((visibility("hidden")));
 
 /* libc's own pthread_create, found through libc's handle rather than the global lookup
  * order; libpthread for the libcs from before 2.34 that kept it there. Only for the rare
@@ -350,9 +345,8 @@ static pthread_create_fn real_pthread_create(void) {
   return fn;
 }
 
-PALRT_PRELOAD_EXPORT int pthread_create(pthread_t* restrict thread,
-                                        const pthread_attr_t* restrict attr, void* (*start)(void*),
-                                        void* restrict arg) {
+PALRT_PRELOAD_EXPORT int pthread_create(pthread_t* restrict thread, const pthread_attr_t* restrict attr,
+                                        void* (*start)(void*), void* restrict arg) {
   ensure_registered(PALRT_PRELOAD_BY_PTHREAD_CREATE);
   pthread_create_fn fn = real_pthread_create();
   /* Only reachable with a libc that has no pthread_create at all; EAGAIN is the documented
@@ -362,8 +356,7 @@ PALRT_PRELOAD_EXPORT int pthread_create(pthread_t* restrict thread,
 }
 
 /* nothrow as <pthread.h> declares pthread_create, which an alias must not promise less than. */
-__typeof__(pthread_create) palrt_preload_own_pthread_create
-    __attribute__((alias("pthread_create"), nothrow));
+__typeof__(pthread_create) palrt_preload_own_pthread_create __attribute__((alias("pthread_create"), nothrow));
 
 PALRT_PRELOAD_EXPORT const struct palrt_preload_info* palrt_preload_info(void) {
   return __atomic_load_n(&g_phase, __ATOMIC_ACQUIRE) == PHASE_DONE ? &g_info : &k_not_run;

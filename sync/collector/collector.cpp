@@ -12,7 +12,6 @@
 // reaches zero again.
 #include "palrt/gc/collector.hpp"
 
-
 #include <algorithm>
 #include <array>
 #include <cinttypes>
@@ -309,7 +308,8 @@ void report_inline_exception(collector_state& c, std::exception_ptr error) noexc
     text = what.c_str();
   } catch (...) {
   }
-  std::fprintf(stderr, "palrt: a finalizer run by collect() threw (%s); collect() goes on (further ones are only counted)\n",
+  std::fprintf(stderr,
+               "palrt: a finalizer run by collect() threw (%s); collect() goes on (further ones are only counted)\n",
                text);
 }
 
@@ -455,9 +455,8 @@ void finalization_queue::complete(std::size_t n) {
 bool finalization_queue::wait_until_completed(std::uint64_t target, std::chrono::steady_clock::time_point deadline) {
   std::unique_lock lock(lock_);
   ++waiters_;
-  completed_changed_.wait_until(lock, deadline, [&] {
-    return completed_.load(std::memory_order_relaxed) >= target || !consumer_;
-  });
+  completed_changed_.wait_until(lock, deadline,
+                                [&] { return completed_.load(std::memory_order_relaxed) >= target || !consumer_; });
   --waiters_;
   return completed_.load(std::memory_order_relaxed) >= target;
 }

@@ -139,8 +139,7 @@ struct slot_owner {
 void free_other_threads_slots() noexcept {
   for (auto& word : held_slots) word.store(0, std::memory_order_relaxed);
   const std::uint32_t mine = current_thread_slot;
-  if (mine < max_thread_slots)
-    held_slots[mine / 64].store(std::uint64_t{1} << (mine % 64), std::memory_order_relaxed);
+  if (mine < max_thread_slots) held_slots[mine / 64].store(std::uint64_t{1} << (mine % 64), std::memory_order_relaxed);
 }
 
 // Before the first slot is claimed.
@@ -188,7 +187,8 @@ std::uint32_t claim_thread_slot() noexcept {
 
 std::size_t thread_slots_in_use() noexcept {
   std::size_t n = 0;
-  for (const auto& word : held_slots) n += static_cast<std::size_t>(std::popcount(word.load(std::memory_order_relaxed)));
+  for (const auto& word : held_slots)
+    n += static_cast<std::size_t>(std::popcount(word.load(std::memory_order_relaxed)));
   return n;
 }
 

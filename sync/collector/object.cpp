@@ -44,9 +44,8 @@ handle_table& object_access::table_of(const object& o) noexcept { return o.colle
 object::object() : collector_(internal::constructing) {
   internal::constructing = nullptr;
   if (!collector_) {
-    std::fprintf(stderr,
-                 "palrt: a palrt::gc::object was constructed outside make_object(); its collector "
-                 "could never free it\n");
+    std::fprintf(stderr, "palrt: a palrt::gc::object was constructed outside make_object(); its collector "
+                         "could never free it\n");
     std::abort();
   }
 }

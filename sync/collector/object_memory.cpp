@@ -62,9 +62,7 @@ struct thread_cache {
 
 constinit thread_local thread_cache cache{};
 
-constexpr std::size_t class_of(std::size_t size) noexcept {
-  return size == 0 ? 0 : (size - 1) / object_memory_granule;
-}
+constexpr std::size_t class_of(std::size_t size) noexcept { return size == 0 ? 0 : (size - 1) / object_memory_granule; }
 constexpr std::size_t class_size(std::size_t cls) noexcept { return (cls + 1) * object_memory_granule; }
 
 void release_list(thread_cache& c, std::size_t cls) noexcept {

@@ -97,9 +97,8 @@ std::atomic<std::uint64_t> sections_left_open{0};
 // reported.
 void close_abandoned_sections(reader_record& r) noexcept {
   if (sections_left_open.fetch_add(1, std::memory_order_relaxed) == 0)
-    std::fprintf(stderr,
-                 "palrt: a thread exited inside a read section it never closed (left without unwinding); its "
-                 "reader record is reset (further ones are only counted)\n");
+    std::fprintf(stderr, "palrt: a thread exited inside a read section it never closed (left without unwinding); its "
+                         "reader record is reset (further ones are only counted)\n");
   // release: as a section's end (read_section.hpp); pairs with the scan's acquire.
   r.state.store(0, std::memory_order_release);
 }
@@ -111,7 +110,8 @@ struct reader_release {
     if (reader_record* r = current_reader) {
       current_reader = nullptr;
       // relaxed: the thread's own store, read back.
-      if (r->state.load(std::memory_order_relaxed) != 0) [[unlikely]] close_abandoned_sections(*r);
+      if (r->state.load(std::memory_order_relaxed) != 0) [[unlikely]]
+        close_abandoned_sections(*r);
       // release: our last section's end is visible to the thread that claims it next.
       r->in_use.store(false, std::memory_order_release);
     }

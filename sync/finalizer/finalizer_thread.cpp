@@ -85,7 +85,8 @@ void finalizer_shared::drain(const std::atomic<bool>& stop) {
     const auto result = finalization_access::run(*o, error);
     const std::int64_t now = palrt_monotonic_ns();
     running_since_ns.store(0, std::memory_order_relaxed);
-    if (now - mark > longest_ns.load(std::memory_order_relaxed)) longest_ns.store(now - mark, std::memory_order_relaxed);
+    if (now - mark > longest_ns.load(std::memory_order_relaxed))
+      longest_ns.store(now - mark, std::memory_order_relaxed);
     mark = now;
     if (result == finalization_access::outcome::resurrected) resurrected.fetch_add(1, std::memory_order_relaxed);
     if (error) record(error);
@@ -162,7 +163,8 @@ void finalizer_shared::record(std::exception_ptr error) {
       // The host's handler must not throw; the finalizer thread goes on regardless.
     }
   } else if (first) {
-    std::fprintf(stderr, "palrt: a finalizer threw (%s); the finalizer thread goes on (further ones are only counted)\n",
+    std::fprintf(stderr,
+                 "palrt: a finalizer threw (%s); the finalizer thread goes on (further ones are only counted)\n",
                  what.c_str());
   }
 }
@@ -184,20 +186,19 @@ std::shared_ptr<internal::collector_state> collector_of_this_process(collector& 
 finalizer_thread::finalizer_thread(collector& c, finalizer_options options)
     : shared_(std::make_shared<internal::finalizer_shared>(collector_of_this_process(c), host_finalization_source{},
                                                            std::move(options))),
-      thread_("palrt-finalizer",
-              [shared = shared_](const std::atomic<bool>& stop) { shared->drain(stop); }) {}
+      thread_("palrt-finalizer", [shared = shared_](const std::atomic<bool>& stop) { shared->drain(stop); }) {}
 
 namespace {
 host_finalization_source checked(host_finalization_source source) {
-  if (!source.run_ready) throw std::invalid_argument("palrt: finalizer_thread: a host_finalization_source needs run_ready");
+  if (!source.run_ready)
+    throw std::invalid_argument("palrt: finalizer_thread: a host_finalization_source needs run_ready");
   return source;
 }
 }  // namespace
 
 finalizer_thread::finalizer_thread(host_finalization_source source, finalizer_options options)
     : shared_(std::make_shared<internal::finalizer_shared>(nullptr, checked(source), std::move(options))),
-      thread_("palrt-finalizer",
-              [shared = shared_](const std::atomic<bool>& stop) { shared->drain_host(stop); }) {}
+      thread_("palrt-finalizer", [shared = shared_](const std::atomic<bool>& stop) { shared->drain_host(stop); }) {}
 
 // Whether the thread was joined: a destructor has nobody to tell (a detached thread owns its
 // share of the state, see stop()).

@@ -115,8 +115,7 @@ const batch_depot::shard_set* batch_depot::shards() noexcept {
   }
   shard_set* expected = nullptr;
   // S (release): the set is initialised before anyone finds it.
-  if (shards_.compare_exchange_strong(expected, set, std::memory_order_release, std::memory_order_acquire))
-    return set;
+  if (shards_.compare_exchange_strong(expected, set, std::memory_order_release, std::memory_order_acquire)) return set;
   delete set;  // another thread installed one first: use it
   return expected;
 }
@@ -163,8 +162,8 @@ void batch_depot::push(std::atomic<std::uint64_t>& head, batch& first, batch& la
     // relaxed: published by the exchange's release.
     last.next.store(index_of(h), std::memory_order_relaxed);
     // P (release): the container's slots, and all this thread did before, to its next popper.
-  } while (!head.compare_exchange_weak(h, next_head(h, first.index), std::memory_order_release,
-                                       std::memory_order_relaxed));
+  } while (
+      !head.compare_exchange_weak(h, next_head(h, first.index), std::memory_order_release, std::memory_order_relaxed));
 }
 
 std::size_t batch_depot::home_shard(const shard_set& set) noexcept {

@@ -99,8 +99,8 @@ std::size_t dependent_promotion::on_marked_erased(const void* object, void* mark
   // `prev` is where the chain's current slot is kept: `first` (the head, stored back under
   // its epoch once the chain is done) or the link of the slot before it.
   slot_ptr first = first_of(head);
-  slot_ptr more = nullptr;         // matches after the first, through their links
-  void* first_match = nullptr;     // the first match's secondary (the usual case: one)
+  slot_ptr more = nullptr;      // matches after the first, through their links
+  void* first_match = nullptr;  // the first match's secondary (the usual case: one)
   bool matched = false;
   slot_ptr* prev = &first;
   for (slot_ptr n = first; n;) {

@@ -61,8 +61,8 @@ const char* handle_kind_name(handle_kind kind) noexcept {
 }
 
 handle_allocation_error::handle_allocation_error(handle_kind kind)
-    : message_(std::string("palrt: handle table: cannot allocate a block for ") +
-               handle_kind_name(kind) + " handles (out of memory); handles already allocated are intact") {}
+    : message_(std::string("palrt: handle table: cannot allocate a block for ") + handle_kind_name(kind) +
+               " handles (out of memory); handles already allocated are intact") {}
 
 namespace internal {
 
@@ -153,8 +153,7 @@ handle_block* new_block(internal::handle_table_state& state, const handle_table*
       state.chunks.give_back(memory);
       throw handle_allocation_error(kind);
     }
-    for (std::size_t i = 0; i < detail::handle_block_slots; ++i)
-      new (&secondaries[i]) std::atomic<void*>(nullptr);
+    for (std::size_t i = 0; i < detail::handle_block_slots; ++i) new (&secondaries[i]) std::atomic<void*>(nullptr);
   }
   auto* block = new (memory) handle_block;
   block->owner = owner;
@@ -208,8 +207,7 @@ void claim_from(handle_block* block, handle_cache& cache, std::uint32_t want) no
 
 // Fills `cache` with up to one batch of free slots of `kind`, growing the table if no block
 // has any. Throws handle_allocation_error only when it found no slot at all.
-void refill(internal::handle_table_state& state, const handle_table* owner, handle_kind kind,
-            handle_cache& cache) {
+void refill(internal::handle_table_state& state, const handle_table* owner, handle_kind kind, handle_cache& cache) {
   // The one place that takes a kind's lock, which in a fork()ed child may be held for good.
   if (state.made.forked()) throw pal::forked_child_error("handle_table::allocate");
   handle_kind_state& k = state.kinds[static_cast<std::size_t>(kind)];
@@ -238,7 +236,7 @@ void refill(internal::handle_table_state& state, const handle_table* owner, hand
     // Only refill lowers it, under this lock; returns may raise it meanwhile.
     std::size_t free = k.free_in_blocks.load(std::memory_order_relaxed);
     while (!k.free_in_blocks.compare_exchange_weak(free, free >= claimed ? free - claimed : 0,
-                                                 std::memory_order_relaxed)) {
+                                                   std::memory_order_relaxed)) {
     }
   }
   if (cache.count > before) return;
@@ -321,7 +319,7 @@ void handle_table::claim_for_collector(const void* owner) {
   // acquire (pairs with release_collector()'s release): a collector that claims the table
   // after another gave it up comes after everything that one's sweeps did.
   if (!state_->claimed_by.compare_exchange_strong(expected, owner, std::memory_order_acquire,
-                                                 std::memory_order_relaxed))
+                                                  std::memory_order_relaxed))
     throw std::logic_error("palrt: this handle table is already swept by another collector; one collector per table");
 }
 
@@ -356,7 +354,8 @@ thread_local const char gate_thread = 0;
 // the closer's. seq_cst, then the gate once more: a waiter counts itself before its last
 // look at the gate, so either it sees the gate open or open_tracking_reads() sees it waiting,
 // and wakes it.
-void wait_for_gate(std::atomic<std::uint32_t>& gate, std::atomic<std::uint32_t>& waiters, std::uint32_t closed) noexcept {
+void wait_for_gate(std::atomic<std::uint32_t>& gate, std::atomic<std::uint32_t>& waiters,
+                   std::uint32_t closed) noexcept {
   waiters.fetch_add(1, std::memory_order_seq_cst);
   if (gate.load(std::memory_order_seq_cst) == closed) pal::internal::futex_wait(gate, closed);
   waiters.fetch_sub(1, std::memory_order_relaxed);  // relaxed: only a count of sleepers
@@ -368,8 +367,9 @@ void wait_for_gate(std::atomic<std::uint32_t>& gate, std::atomic<std::uint32_t>&
 
 // A free slot for a thread whose cache of `kind` is empty, or that uses another table than
 // last time, or has no cache (exiting: straight from the blocks).
-[[gnu::noinline]] std::atomic<void*>* slot_from_cache_or_block(std::uint64_t serial, internal::handle_table_state& state,
-                                                    const handle_table* owner, handle_kind kind) {
+[[gnu::noinline]] std::atomic<void*>* slot_from_cache_or_block(std::uint64_t serial,
+                                                               internal::handle_table_state& state,
+                                                               const handle_table* owner, handle_kind kind) {
   const auto k = static_cast<std::size_t>(kind);
   if (detail::handle_table_caches* caches = internal::thread_caches_slow(serial)) {
     handle_cache& cache = caches->kinds[k];
@@ -386,8 +386,8 @@ void wait_for_gate(std::atomic<std::uint32_t>& gate, std::atomic<std::uint32_t>&
 // Takes a released slot when the thread's cache of its kind is full (half of it goes back to
 // the blocks), when the thread used another table last, or has no cache (exiting, or out of
 // memory for its first one: straight to the block).
-[[gnu::noinline]] void release_to_cache_or_block(std::uint64_t serial, internal::handle_table_state& state, handle_kind kind,
-                                    std::atomic<void*>* slot) noexcept {
+[[gnu::noinline]] void release_to_cache_or_block(std::uint64_t serial, internal::handle_table_state& state,
+                                                 handle_kind kind, std::atomic<void*>* slot) noexcept {
   handle_kind_state& k = state.kinds[static_cast<std::size_t>(kind)];
   detail::handle_table_caches* caches = nullptr;
   try {
@@ -752,14 +752,14 @@ void handle_table_access::set_depot_home_shard(int shard) noexcept { batch_depot
 void handle_table_access::set_depot_pop_hook(handle_table& table, handle_kind kind, void (*hook)(void*),
                                              void* context) noexcept {
   batch_depot& depot = *table.state_->kinds[static_cast<std::size_t>(kind)].depot;
-  if (hook) depot.pop_hook_context = context;  // clearing leaves it for a caller inside the hook
+  if (hook) depot.pop_hook_context = context;             // clearing leaves it for a caller inside the hook
   depot.pop_hook.store(hook, std::memory_order_release);  // release: the context before the hook
 }
 
 void handle_table_access::set_depot_transit_hook(handle_table& table, handle_kind kind, void (*hook)(void*),
                                                  void* context) noexcept {
   batch_depot& depot = *table.state_->kinds[static_cast<std::size_t>(kind)].depot;
-  if (hook) depot.transit_hook_context = context;  // clearing leaves it for a caller inside the hook
+  if (hook) depot.transit_hook_context = context;             // clearing leaves it for a caller inside the hook
   depot.transit_hook.store(hook, std::memory_order_release);  // release: the context before the hook
 }
 

@@ -90,7 +90,8 @@ bucket_table* bucket_map::make_room(std::size_t b, bucket_writer& w) {
     for (std::size_t i = 0; i <= t->mask; ++i) {
       const bucket_table::entry& e = t->entries()[i];
       const void* key = e.key.load(std::memory_order_relaxed);
-      if (key && key != tombstone() && gc::handle_table::target(detail::handle_of_value(e.value.load(std::memory_order_relaxed))))
+      if (key && key != tombstone() &&
+          gc::handle_table::target(detail::handle_of_value(e.value.load(std::memory_order_relaxed))))
         ++keep;
     }
   bucket_table* fresh = create_table(slot_bits_for(keep));  // may throw: nothing changed yet
@@ -132,14 +133,15 @@ gc::ref<gc::object> bucket_map::insert(const void* identity, attach_fn attach, v
     if (t) {
       const std::ptrdiff_t old = slot_of(*t, identity, hash, bucket_bits_);
       if (old >= 0)
-        if (gc::ref<gc::object> winner = take_live_target(detail::handle_of_value(t->entries()[old].value.load(std::memory_order_relaxed))))
+        if (gc::ref<gc::object> winner =
+                take_live_target(detail::handle_of_value(t->entries()[old].value.load(std::memory_order_relaxed))))
           return winner;
     }
     const std::uint64_t rebuilds_before = w.rebuilds;
     t = make_room(b, w);  // may throw std::bad_alloc: nothing changed
     reclaim_now = w.rebuilds != rebuilds_before && retired_.due();
     const std::ptrdiff_t old = slot_of(*t, identity, hash, bucket_bits_);  // may be gone now
-    const gc::handle handle = attach(context);  // may throw: nothing changed
+    const gc::handle handle = attach(context);                             // may throw: nothing changed
     if (old >= 0) {
       // release: a reader that sees the tombstone is past the entry (the record frees its
       // handle after this, see the top of this file).

@@ -251,14 +251,16 @@ host_map_state::host_map_state(host_reclamation r, const host_cache_options& o, 
 
 host_map_state::~host_map_state() {
   // Nobody reads any more (the cache's contract).
-  for (std::size_t b = 0; b < bucket_count(); ++b) destroy_table(tables[b].exchange(nullptr, std::memory_order_relaxed));
+  for (std::size_t b = 0; b < bucket_count(); ++b)
+    destroy_table(tables[b].exchange(nullptr, std::memory_order_relaxed));
   retired.free_all();
 }
 
 // The sweeps' batch: the next up to sweep_batch cached wrappers of `t` from slot `i` on (which
 // it advances), each with its slot and alive preset; how many.
 std::size_t next_sweep_batch(const bucket_table& t, std::size_t& i, std::array<void*, sweep_batch>& wrappers,
-                             std::array<std::size_t, sweep_batch>& slots, std::array<bool, sweep_batch>& alive) noexcept {
+                             std::array<std::size_t, sweep_batch>& slots,
+                             std::array<bool, sweep_batch>& alive) noexcept {
   std::size_t n = 0;
   for (; i <= t.mask && n < sweep_batch; ++i) {
     const bucket_table::entry& e = t.entries()[i];
@@ -301,8 +303,7 @@ void host_map_core::throw_no_wrapper(const char* operation) {
 
 host_entry host_map_core::insert(const void* identity, void* wrapper, const char* operation, void* context) {
   host_map_state& s = *state_;
-  if (!s.exclusive && s.made.forked())
-    throw pal::forked_child_error(std::string("host_identity_cache::") + operation);
+  if (!s.exclusive && s.made.forked()) throw pal::forked_child_error(std::string("host_identity_cache::") + operation);
   const std::uint64_t hash = fibonacci_hash(identity);
   const std::size_t b = bucket_of(hash, s.bucket_bits);
   host_map_state::writer& w = s.writers[b];
@@ -405,7 +406,7 @@ bool host_map_core::erase(host_token token) noexcept {
 
 void* host_map_core::try_get_locked(const void* identity, void* context) const noexcept {
   host_map_state& s = *state_;
-  if (s.made.forked()) return nullptr;  // a parent's thread may hold the lock
+  if (s.made.forked()) return nullptr;                          // a parent's thread may hold the lock
   if (closed_.load(std::memory_order_relaxed)) return nullptr;  // a lookup that began before
   const std::uint64_t hash = fibonacci_hash(identity);
   const std::size_t b = bucket_of(hash, s.bucket_bits);

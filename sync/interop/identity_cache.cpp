@@ -48,9 +48,8 @@ bool is_reserved(const void* identity) noexcept { return detail::is_reserved_key
 // The two reserved identities, told apart (the hit path tests both with one compare).
 [[noreturn]] void throw_reserved(const char* operation, const void* identity) {
   if (!identity) throw_invalid(operation, "the identity is null");
-  throw_invalid(operation,
-                "the identity ~0 (all bits set) is reserved: it marks removed entries, and no native object "
-                "has that address");
+  throw_invalid(operation, "the identity ~0 (all bits set) is reserved: it marks removed entries, and no native object "
+                           "has that address");
 }
 
 // Every call that would take one of the cache's locks starts here: in a fork()ed child they
@@ -77,8 +76,8 @@ identity_cache::identity_cache(gc::collector& collector, cache_options options)
 
 identity_cache::identity_cache(gc::collector& collector, cache_options options, internal::cache_design design)
     : id_(internal::next_cache_id()),
-      state_(std::make_shared<internal::cache_state>(internal::collector_of_this_process(collector), options,
-                                                     design, id_)),
+      state_(std::make_shared<internal::cache_state>(internal::collector_of_this_process(collector), options, design,
+                                                     id_)),
       dispatch_(options.dispatch) {
   if (auto* buckets = dynamic_cast<internal::bucket_map*>(state_->map.get())) fast_ = &buckets->view();
 }
@@ -111,7 +110,7 @@ bool identity_cache::remove(const void* identity, gc::handle handle) noexcept {
 }
 
 gc::ref<gc::object> identity_cache::get_or_create_erased(const void* identity, detail::factory_fn factory,
-                                                             void* context) {
+                                                         void* context) {
   internal::refuse_in_forked_child(*state_, "get_or_create");
   if (internal::is_reserved(identity)) internal::throw_reserved("get_or_create", identity);
 
@@ -194,8 +193,8 @@ gc::ref<gc::object> identity_cache::get_or_create_erased(const void* identity, d
 }
 
 gc::ref<gc::object> identity_cache::get_or_create_outbound_erased(gc::object* managed, wrapper_object* slots,
-                                                                      detail::factory_fn factory, void* context,
-                                                                      const void* argument) {
+                                                                  detail::factory_fn factory, void* context,
+                                                                  const void* argument) {
   internal::refuse_in_forked_child(*state_, "get_or_create_outbound");
   if (!managed) internal::throw_invalid("get_or_create_outbound", "no object");
   detail::made_wrapper made = factory(context, argument);  // no lock held

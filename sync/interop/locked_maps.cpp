@@ -89,8 +89,8 @@ map_counters rwlock_map::counters() const {
 // --- pybind11_map ---
 
 pybind11_map::pybind11_map(std::size_t shards)
-    : mask_(round_up_to_power_of_two(
-                shards ? (shards > 4096 ? 4096 : shards) : 2 * std::size_t{std::max(1u, std::thread::hardware_concurrency())}) -
+    : mask_(round_up_to_power_of_two(shards ? (shards > 4096 ? 4096 : shards)
+                                            : 2 * std::size_t{std::max(1u, std::thread::hardware_concurrency())}) -
             1),
       shards_(new shard[mask_ + 1]) {}
 

@@ -12,8 +12,7 @@ constexpr unsigned shard_bits = 4;  // 16 shards: first registrations of unrelat
 
 // Whether an entry still belongs to `key`: its primary is `key` and alive. A cleared entry
 // (the key died and was collected; its address may now be another object's) is stale.
-gc::ref<gc::object> live_value(const gc::dependent_handle<gc::object, gc::object>& handle,
-                                   const gc::object& key) {
+gc::ref<gc::object> live_value(const gc::dependent_handle<gc::object, gc::object>& handle, const gc::object& key) {
   gc::ref<gc::object> primary = handle.try_get_primary();
   if (primary.get() != &key) return {};
   return handle.try_get_secondary();
@@ -53,8 +52,7 @@ gc::ref<gc::object> weak_object_table::find_locked(const gc::object& key) const 
   return it == s.entries.end() ? gc::ref<gc::object>() : live_value(it->second.handle, key);
 }
 
-gc::ref<gc::object> weak_object_table::insert_locked(const gc::ref<gc::object>& key,
-                                                         const gc::ref<gc::object>& value) {
+gc::ref<gc::object> weak_object_table::insert_locked(const gc::ref<gc::object>& key, const gc::ref<gc::object>& value) {
   shard& s = shard_for(key.get());
   const collector_id collector = gc::detail::object_access::collector_of(*key);
   auto it = entry_of(s, *key);

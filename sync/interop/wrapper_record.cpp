@@ -32,7 +32,8 @@ wrapper_record::~wrapper_record() { retire(); }
 
 gc::ref<wrapper_record> detail::record_in_fields(const wrapper_object& wrapper) {
   // acquire: the record was initialised before it was published (compare-exchange).
-  wrapper_record* r = detail::wrapper_access::record(const_cast<wrapper_object&>(wrapper)).load(std::memory_order_acquire);
+  wrapper_record* r =
+      detail::wrapper_access::record(const_cast<wrapper_object&>(wrapper)).load(std::memory_order_acquire);
   if (!r) return {};
   // The field holds a reference for as long as the wrapper lives, and the caller holds it.
   gc::detail::object_access::add_ref(*r);

@@ -111,32 +111,32 @@ bool sync_manager::stop(std::chrono::nanoseconds timeout) {
 void sync_manager::start_for_work(const char* operation) {
   std::lock_guard lock(start_mutex_);
   if (stopped_) {
-    throw sync_error(stopped_error,
-                     std::string("sync_manager::") + operation + ": the sync manager has been stopped");
+    throw sync_error(stopped_error, std::string("sync_manager::") + operation + ": the sync manager has been stopped");
   }
   start_locked();
   worker_ready_.store(true, std::memory_order_release);
 }
 
 sync_manager::work_stats sync_manager::stats() const noexcept {
-  return {state_->failed_items.load(std::memory_order_relaxed), state_->cancelled_at_stop.load(std::memory_order_relaxed)};
+  return {state_->failed_items.load(std::memory_order_relaxed),
+          state_->cancelled_at_stop.load(std::memory_order_relaxed)};
 }
 
 bool sync_manager::on_worker_thread() const noexcept { return state_->on_worker(); }
 
 // --- Work ------------------------------------------------------------------------------------
 
-work_ticket sync_manager::post_task(work_priority priority, std::optional<std::chrono::nanoseconds> delay,
-                                    task fn) {
+work_ticket sync_manager::post_task(work_priority priority, std::optional<std::chrono::nanoseconds> delay, task fn) {
   // One relaxed load (fork_stamp): cheap beside the pushes below.
-  if (state_->made.forked()) [[unlikely]] refuse_in_forked_child(delay ? "post_after" : "post");
+  if (state_->made.forked()) [[unlikely]]
+    refuse_in_forked_child(delay ? "post_after" : "post");
   if (delay && delay->count() < 0) {
     throw sync_error(std::errc::invalid_argument,
                      "sync_manager::post_after: negative delay (" + std::to_string(delay->count()) + " ns)");
   }
   if (static_cast<std::size_t>(priority) >= work_priority_count) {
-    throw sync_error(std::errc::invalid_argument, "sync_manager::post: no such priority " +
-                                                      std::to_string(static_cast<int>(priority)));
+    throw sync_error(std::errc::invalid_argument,
+                     "sync_manager::post: no such priority " + std::to_string(static_cast<int>(priority)));
   }
   // acquire: pairs with the release in the starts.
   if (!worker_ready_.load(std::memory_order_acquire)) start_for_work("post");
@@ -179,10 +179,11 @@ bool sync_manager::cancel(const work_ticket& ticket) noexcept {
 }
 
 void sync_manager::invoke_function(work_priority priority, function_ref fn) {
-  if (state_->made.forked()) [[unlikely]] refuse_in_forked_child("invoke");
+  if (state_->made.forked()) [[unlikely]]
+    refuse_in_forked_child("invoke");
   if (static_cast<std::size_t>(priority) >= work_priority_count) {
-    throw sync_error(std::errc::invalid_argument, "sync_manager::invoke: no such priority " +
-                                                      std::to_string(static_cast<int>(priority)));
+    throw sync_error(std::errc::invalid_argument,
+                     "sync_manager::invoke: no such priority " + std::to_string(static_cast<int>(priority)));
   }
   if (!worker_ready_.load(std::memory_order_acquire)) start_for_work("invoke");
   internal::worker_state& s = *state_;

@@ -143,7 +143,7 @@ void worker_state::run_item(work_node& n) noexcept {
     // finalizer does with finalizers.
     failed_items.fetch_add(1, std::memory_order_relaxed);
   }
-  n.posted.reset();  // its captures go now, outside every lock
+  n.posted.reset();                      // its captures go now, outside every lock
   worker_local& local = *current_local;  // run_item runs on the worker only
   // relaxed: the chain is published by give_chain's release. The tail's link is set there.
   n.pool_free_next.store(local.spent ? local.spent->pool_index : 0, std::memory_order_relaxed);
@@ -212,8 +212,8 @@ void worker_state::cancel_list(work_node* list) noexcept {
     cancelled_at_stop.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
     if (invoke_context* call = n.invoke) {
       try {
-        call->error = std::make_exception_ptr(
-            sync_error(std::errc::operation_canceled, "sync_manager::invoke: the sync manager stopped before the work ran"));
+        call->error = std::make_exception_ptr(sync_error(
+            std::errc::operation_canceled, "sync_manager::invoke: the sync manager stopped before the work ran"));
       } catch (...) {
         call->error = std::current_exception();  // bad_alloc: still an error, never a silent success
       }

@@ -25,8 +25,7 @@ struct service_thread::launch_state {
   std::atomic<std::uint64_t> wakeups{0};  // relaxed: a statistic
 };
 
-service_thread::service_thread(std::string name, work_fn work)
-    : name_(std::move(name)), work_(std::move(work)) {}
+service_thread::service_thread(std::string name, work_fn work) : name_(std::move(name)), work_(std::move(work)) {}
 
 // stop() says whether the thread was joined; a destructor has nobody to tell, and a thread it
 // detached finishes on its own (it owns its state).
@@ -88,9 +87,7 @@ bool service_thread::stop(std::chrono::nanoseconds timeout) {
   return join(timeout);
 }
 
-pid_t service_thread::tid() const noexcept {
-  return state_ ? state_->tid.load(std::memory_order_relaxed) : 0;
-}
+pid_t service_thread::tid() const noexcept { return state_ ? state_->tid.load(std::memory_order_relaxed) : 0; }
 
 namespace internal {
 std::uint64_t service_thread_access::wakeups(const service_thread& t) noexcept {

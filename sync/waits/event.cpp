@@ -8,7 +8,8 @@ namespace {
 
 class event_object final : public internal::waitable_object {
  public:
-  event_object(event_reset reset, bool signalled) noexcept : manual_(reset == event_reset::manual), signalled_(signalled) {}
+  event_object(event_reset reset, bool signalled) noexcept
+      : manual_(reset == event_reset::manual), signalled_(signalled) {}
 
   bool signalled_for(const internal::thread_record&) const noexcept override { return signalled_; }
   bool acquire(internal::thread_record&) noexcept override {

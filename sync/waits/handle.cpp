@@ -18,9 +18,7 @@ handle::~handle() = default;
 
 void handle::close() noexcept { object_.reset(); }
 
-bool handle::same_object(const handle& other) const noexcept {
-  return object_ != nullptr && object_ == other.object_;
-}
+bool handle::same_object(const handle& other) const noexcept { return object_ != nullptr && object_ == other.object_; }
 
 internal::waitable_object& handle::object_for(const char* operation) const {
   if (!object_) throw sync_error(std::errc::bad_file_descriptor, std::string(operation) + ": the handle is closed");

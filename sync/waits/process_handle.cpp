@@ -101,7 +101,7 @@ std::shared_ptr<process_object> process_object::open(pid_t pid) {
                            " (it has exited and been reaped, or never existed); its exit status is unavailable");
     }
     throw sync_error(static_cast<std::errc>(error), "open_process: pidfd_open(" + std::to_string(pid) +
-                                                       ") failed: " + std::generic_category().message(error));
+                                                        ") failed: " + std::generic_category().message(error));
   }
   std::shared_ptr<process_object> object(new process_object(pid, fd));
   // Not our child: nothing to share (nobody here can reap it, every handle reports the

@@ -56,15 +56,13 @@ pthread_key_t record_key() {
     // refresh_forking_thread() reads the child's generation.
     pal::internal::install_fork_handlers();
     if (const int err = ::pthread_atfork(nullptr, nullptr, &refresh_forking_thread)) {
-      throw sync_error(static_cast<std::errc>(err),
-                       "palrt waits: pthread_atfork for the thread records failed: " +
-                           std::generic_category().message(err));
+      throw sync_error(static_cast<std::errc>(err), "palrt waits: pthread_atfork for the thread records failed: " +
+                                                        std::generic_category().message(err));
     }
     pthread_key_t k;
     if (const int err = ::pthread_key_create(&k, exit_thread_record)) {
-      throw sync_error(static_cast<std::errc>(err),
-                       "palrt waits: pthread_key_create for the thread records failed: " +
-                           std::generic_category().message(err));
+      throw sync_error(static_cast<std::errc>(err), "palrt waits: pthread_key_create for the thread records failed: " +
+                                                        std::generic_category().message(err));
     }
     return k;
   }();

@@ -40,8 +40,8 @@ std::optional<timespec> deadline_after(std::chrono::nanoseconds timeout) {
 
 void check_timeout(const char* operation, std::chrono::nanoseconds timeout) {
   if (timeout.count() < 0) {
-    throw sync_error(std::errc::invalid_argument, std::string(operation) + ": negative timeout (" +
-                                                      std::to_string(timeout.count()) + " ns)");
+    throw sync_error(std::errc::invalid_argument,
+                     std::string(operation) + ": negative timeout (" + std::to_string(timeout.count()) + " ns)");
   }
 }
 
@@ -78,8 +78,7 @@ wait_result wait_on(waiter& w, std::chrono::nanoseconds timeout) {
     // into `w` (and what it acquired for us) is visible.
     if (self.wait_word.load(std::memory_order_acquire) == 1) break;
     const int err = pal::internal::futex_wait(
-        self.wait_word, 0,
-        deadline ? std::optional(pal::internal::futex_deadline::at(*deadline)) : std::nullopt);
+        self.wait_word, 0, deadline ? std::optional(pal::internal::futex_deadline::at(*deadline)) : std::nullopt);
     if (err != ETIMEDOUT) continue;  // woken, EAGAIN (already completed), EINTR: re-check
     std::lock_guard lock(objects_lock());
     // Under the lock, so relaxed is enough: a completion that raced the timeout wins.
@@ -115,8 +114,7 @@ wait_result wait_many(const char* operation, const handle* const* handles, std::
       for (std::size_t j = i + 1; j < count; ++j) {
         if (blocks[i].target == blocks[j].target) {
           throw sync_error(std::errc::invalid_argument, std::string(operation) + ": handles " + std::to_string(i) +
-                                                            " and " + std::to_string(j) +
-                                                            " refer to the same object");
+                                                            " and " + std::to_string(j) + " refer to the same object");
         }
       }
     }

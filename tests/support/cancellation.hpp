@@ -81,8 +81,7 @@ inline cancellation_outcome call_with_cancel_pending(std::function<void()> call,
   return {run.returned.load(), result == PTHREAD_CANCELED};
 }
 
-inline cancellation_outcome call_with_interrupt_pending(std::function<void()> call,
-                                                        std::function<bool()> blocked = {},
+inline cancellation_outcome call_with_interrupt_pending(std::function<void()> call, std::function<bool()> blocked = {},
                                                         std::function<void()> release = {}) {
   detail::cancellable_call run;
   run.call = std::move(call);

@@ -17,8 +17,7 @@
 
 int palrt_test_interposer_calls;
 
-int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (*start)(void*),
-                   void* arg) {
+int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (*start)(void*), void* arg) {
   __atomic_add_fetch(&palrt_test_interposer_calls, 1, __ATOMIC_RELAXED);
   int (*next)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
   void* sym = dlsym(RTLD_NEXT, "pthread_create");

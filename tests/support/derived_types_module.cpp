@@ -49,10 +49,10 @@ extern "C" [[gnu::visibility("default")]] int palrt_test_module_main() {
     if (dynamic_cast<module_finalizable*>(base) != f.get()) status = fail("dynamic_cast from gc::object failed");
     static const int native_object = 0;
     palrt::interop::identity_cache cache(collector);
-    auto p = cache.get_or_create<module_proxy>(&native_object, [&](const void* id) {
-      return palrt::gc::make_object<module_proxy>(collector, id);
-    });
-    if (cache.try_get<module_proxy>(&native_object).get() != p.get()) status = fail("the identity cache lost the wrapper");
+    auto p = cache.get_or_create<module_proxy>(
+        &native_object, [&](const void* id) { return palrt::gc::make_object<module_proxy>(collector, id); });
+    if (cache.try_get<module_proxy>(&native_object).get() != p.get())
+      status = fail("the identity cache lost the wrapper");
   }
   collector.collect();
   if (finalizer.wait_for_pending_finalizers(std::chrono::seconds(10)) != palrt::gc::pending_finalizers::finalized)

@@ -19,8 +19,7 @@ long palrt_test_early_thread_private_expedited = 1;
 
 static void* early_thread(void* arg) {
   (void)arg;
-  palrt_test_early_thread_private_expedited =
-      palrt_membarrier_call(PALRT_MB_CMD_PRIVATE_EXPEDITED, 0);
+  palrt_test_early_thread_private_expedited = palrt_membarrier_call(PALRT_MB_CMD_PRIVATE_EXPEDITED, 0);
   palrt_test_early_thread_ran = 1;
   return NULL;
 }

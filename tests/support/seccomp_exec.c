@@ -42,62 +42,56 @@
 
 static const char usage[] = "usage: palrt-seccomp-exec enosys|eperm -- <command...>\n";
 
-static int install_membarrier_filter(unsigned int denial_errno)
-{
-    struct sock_filter filter[] = {
-        /* Wrong architecture: allow (see the header comment). */
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PALRT_AUDIT_ARCH, 1, 0),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-        /* membarrier: deny with the chosen errno; anything else: allow. */
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_membarrier, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (denial_errno & SECCOMP_RET_DATA)),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-    };
-    struct sock_fprog program = {
-        .len = (unsigned short)(sizeof filter / sizeof filter[0]),
-        .filter = filter,
-    };
+static int install_membarrier_filter(unsigned int denial_errno) {
+  struct sock_filter filter[] = {
+      /* Wrong architecture: allow (see the header comment). */
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PALRT_AUDIT_ARCH, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      /* membarrier: deny with the chosen errno; anything else: allow. */
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_membarrier, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (denial_errno & SECCOMP_RET_DATA)),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog program = {
+      .len = (unsigned short)(sizeof filter / sizeof filter[0]),
+      .filter = filter,
+  };
 
-    /* Required to install a filter without CAP_SYS_ADMIN; also keeps a setuid command from
-     * escaping the filter, which is what the kernel wants it for. */
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
-        fprintf(stderr, "palrt-seccomp-exec: prctl(PR_SET_NO_NEW_PRIVS) failed: %s\n",
-                strerror(errno));
-        return -1;
-    }
-    if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program, 0, 0) != 0) {
-        fprintf(stderr, "palrt-seccomp-exec: installing the seccomp filter failed: %s\n",
-                strerror(errno));
-        return -1;
-    }
-    return 0;
+  /* Required to install a filter without CAP_SYS_ADMIN; also keeps a setuid command from
+   * escaping the filter, which is what the kernel wants it for. */
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+    fprintf(stderr, "palrt-seccomp-exec: prctl(PR_SET_NO_NEW_PRIVS) failed: %s\n", strerror(errno));
+    return -1;
+  }
+  if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program, 0, 0) != 0) {
+    fprintf(stderr, "palrt-seccomp-exec: installing the seccomp filter failed: %s\n", strerror(errno));
+    return -1;
+  }
+  return 0;
 }
 
-int main(int argc, char **argv)
-{
-    if (argc < 4 || strcmp(argv[2], "--") != 0) {
-        fputs(usage, stderr);
-        return 2;
-    }
-    unsigned int denial_errno;
-    if (strcmp(argv[1], "enosys") == 0) {
-        denial_errno = ENOSYS;
-    } else if (strcmp(argv[1], "eperm") == 0) {
-        denial_errno = EPERM;
-    } else {
-        fputs(usage, stderr);
-        return 2;
-    }
+int main(int argc, char** argv) {
+  if (argc < 4 || strcmp(argv[2], "--") != 0) {
+    fputs(usage, stderr);
+    return 2;
+  }
+  unsigned int denial_errno;
+  if (strcmp(argv[1], "enosys") == 0) {
+    denial_errno = ENOSYS;
+  } else if (strcmp(argv[1], "eperm") == 0) {
+    denial_errno = EPERM;
+  } else {
+    fputs(usage, stderr);
+    return 2;
+  }
 
-    if (install_membarrier_filter(denial_errno) != 0)
-        return 1;
+  if (install_membarrier_filter(denial_errno) != 0) return 1;
 
-    char **command = &argv[3];
-    execvp(command[0], command);
-    int exec_errno = errno;
-    fprintf(stderr, "palrt-seccomp-exec: cannot execute %s: %s\n", command[0],
-            strerror(exec_errno));
-    return exec_errno == ENOENT ? 127 : 126;
+  char** command = &argv[3];
+  execvp(command[0], command);
+  int exec_errno = errno;
+  fprintf(stderr, "palrt-seccomp-exec: cannot execute %s: %s\n", command[0], strerror(exec_errno));
+  return exec_errno == ENOENT ? 127 : 126;
 }

@@ -11,16 +11,16 @@
 namespace palrt::testing {
 
 struct process_result {
-  int exit_code = -1;    // valid when term_signal == 0
-  int term_signal = 0;   // signal that killed it, 0 if it exited
+  int exit_code = -1;   // valid when term_signal == 0
+  int term_signal = 0;  // signal that killed it, 0 if it exited
   bool timed_out = false;
   std::string out;
   std::string err;
 };
 
 struct run_options {
-  std::vector<std::string> env_add;      // "NAME=value", added to (or replacing in) our environment
-  std::vector<std::string> env_remove;   // names removed from the environment
+  std::vector<std::string> env_add;     // "NAME=value", added to (or replacing in) our environment
+  std::vector<std::string> env_remove;  // names removed from the environment
   std::chrono::milliseconds timeout{20000};
 };
 
@@ -58,8 +58,7 @@ struct fresh_registrar {
 
 // Defines a function body that runs in a fresh process; its return value is the exit code.
 // It may print to stdout for the parent test to assert on.
-#define PALRT_FRESH_PROCESS(name)                                                          \
-  static int palrt_fresh_##name();                                                         \
-  static const ::palrt::testing::fresh_registrar palrt_fresh_reg_##name(#name,             \
-                                                                        &palrt_fresh_##name); \
+#define PALRT_FRESH_PROCESS(name)                                                                    \
+  static int palrt_fresh_##name();                                                                   \
+  static const ::palrt::testing::fresh_registrar palrt_fresh_reg_##name(#name, &palrt_fresh_##name); \
   static int palrt_fresh_##name()

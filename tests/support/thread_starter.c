@@ -106,8 +106,7 @@ int main(int argc, char** argv) {
   char* end = NULL;
   long n = argc == 2 ? strtol(argv[1], &end, 10) : 0;
   if (argc != 2 || *end != '\0' || n < 1 || n > MAX_THREADS) {
-    fprintf(stderr, "usage: palrt-thread-starter N (1..%d) | --race | --use-after-free\n",
-            MAX_THREADS);
+    fprintf(stderr, "usage: palrt-thread-starter N (1..%d) | --race | --use-after-free\n", MAX_THREADS);
     return 2;
   }
   return start_and_join(n);

@@ -62,8 +62,7 @@ inline bool thread_exists(pid_t tid) {
 // Waits (bounded) until `done` holds, yielding in between; false if it never did. For
 // states only the kernel reports (a thread gone from /proc): never a substitute for an event
 // the code under test signals.
-inline bool eventually(const std::function<bool()>& done,
-                       std::chrono::seconds bound = std::chrono::seconds(10)) {
+inline bool eventually(const std::function<bool()>& done, std::chrono::seconds bound = std::chrono::seconds(10)) {
   const auto until = std::chrono::steady_clock::now() + bound;
   while (!done()) {
     if (std::chrono::steady_clock::now() > until) return false;

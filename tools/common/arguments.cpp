@@ -83,8 +83,8 @@ std::string one_line(std::string_view message, int argc, const char* const* argv
   std::vector<std::string_view> hostile;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
-    for (const std::string_view part : {arg, arg.substr(arg.find('=') == std::string_view::npos ? arg.size()
-                                                                                            : arg.find('=') + 1)}) {
+    for (const std::string_view part :
+         {arg, arg.substr(arg.find('=') == std::string_view::npos ? arg.size() : arg.find('=') + 1)}) {
       if (part.size() > max_shown_bytes || printable(part) != part) hostile.push_back(part);
     }
   }

@@ -61,7 +61,8 @@ class busy_threads {
     try {
       for (int i = 0; i < count; ++i) {
         const std::optional<int> cpu =
-            load_cpus.empty() ? std::nullopt : std::optional<int>(load_cpus[static_cast<std::size_t>(i) % load_cpus.size()]);
+            load_cpus.empty() ? std::nullopt
+                              : std::optional<int>(load_cpus[static_cast<std::size_t>(i) % load_cpus.size()]);
         threads_.push_back(start_busy_thread(i, cpu));
       }
       wait_until_spinning(count);
@@ -154,9 +155,7 @@ class busy_threads {
 };
 
 // The bare syscall, with nothing of palrt between the loop and the kernel.
-long raw_private_expedited() noexcept {
-  return syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
-}
+long raw_private_expedited() noexcept { return syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0); }
 
 // Every variant runs through run_for() with its operation inlined into the same loop, so the
 // loops around the operations are identical and a ratio compares the operations.
@@ -183,7 +182,8 @@ std::optional<measured_variant> raw_membarrier_variant_if_available(bench_report
     // force another strategy). The baseline then registers for itself, before the busy threads
     // start, and is skipped only if the kernel or a seccomp filter refuses.
     if (error == EPERM) {
-      if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 && raw_private_expedited() == 0) {
+      if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 &&
+          raw_private_expedited() == 0) {
         error = 0;
       } else {
         error = errno;
@@ -298,8 +298,8 @@ void run_barrier(const bench_settings& settings, bench_report& report) {
       const sample_spread s = spread_of(samples[i].wall);
       const double cpu = median(samples[i].cpu);
       report.add({flush_case, variants[i].name, threads, ns_per_op, s.median, cpu});
-      report.progress("  " + variants[i].name + ": " + format_ns(s.median) + " ns/op (repetitions " +
-                      format_ns(s.min) + " .. " + format_ns(s.max) + ")" + cpu_clock_note(s.median, cpu));
+      report.progress("  " + variants[i].name + ": " + format_ns(s.median) + " ns/op (repetitions " + format_ns(s.min) +
+                      " .. " + format_ns(s.max) + ")" + cpu_clock_note(s.median, cpu));
     }
   }
 }

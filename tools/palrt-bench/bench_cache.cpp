@@ -128,8 +128,7 @@ struct wrapper_factory {
 // One identity_cache of one design holding the rooted wrappers of `identities`.
 struct cache_world {
   cache_world(runtime& rt, cache_design design, const std::vector<const void*>& identities)
-      : cache(make_cache(rt.gc, design)),
-        factory{&rt.gc, std::make_shared<std::atomic<std::uint64_t>>(0)} {
+      : cache(make_cache(rt.gc, design)), factory{&rt.gc, std::make_shared<std::atomic<std::uint64_t>>(0)} {
     rooted.reserve(identities.size());
     for (const void* id : identities) rooted.push_back(cache.get_or_create<bench_wrapper>(id, factory));
     factory.calls->store(0, std::memory_order_relaxed);
@@ -162,21 +161,19 @@ struct peer_world {
 measured_variant find_variant(std::shared_ptr<cache_world> world,
                               std::shared_ptr<const std::vector<const void*>> identities,
                               std::shared_ptr<thread_team> team) {
-  return hit_variant(design_name(world->cache), std::move(identities), std::move(team),
-                     [world](const void* id) {
-                       gc::read_section section;
-                       return consume(world->cache.find(id));
-                     });
+  return hit_variant(design_name(world->cache), std::move(identities), std::move(team), [world](const void* id) {
+    gc::read_section section;
+    return consume(world->cache.find(id));
+  });
 }
 
 measured_variant get_or_create_variant(std::shared_ptr<cache_world> world,
                                        std::shared_ptr<const std::vector<const void*>> identities,
                                        std::shared_ptr<thread_team> team) {
-  return hit_variant(design_name(world->cache), std::move(identities), std::move(team),
-                     [world](const void* id) {
-                       const ref<bench_wrapper> w = world->cache.get_or_create<bench_wrapper>(id, world->factory);
-                       return consume(w.get());
-                     });
+  return hit_variant(design_name(world->cache), std::move(identities), std::move(team), [world](const void* id) {
+    const ref<bench_wrapper> w = world->cache.get_or_create<bench_wrapper>(id, world->factory);
+    return consume(w.get());
+  });
 }
 
 std::string format_ns(double v) {
@@ -200,9 +197,9 @@ std::string budget_text(const bench_settings& settings) {
 void measure(const std::string& name, int threads, const std::vector<measured_variant>& variants,
              const bench_settings& settings, bench_report& report, const thread_team& team) {
   report.progress(name + " with " + std::to_string(threads) + " thread" + (threads == 1 ? "" : "s") + " (" +
-                  std::to_string(team.pinned()) + " of " + std::to_string(threads) + " pinned): " +
-                  std::to_string(variants.size()) + " variants x " + std::to_string(settings.repetitions()) +
-                  " repetitions");
+                  std::to_string(team.pinned()) + " of " + std::to_string(threads) +
+                  " pinned): " + std::to_string(variants.size()) + " variants x " +
+                  std::to_string(settings.repetitions()) + " repetitions");
   const std::uint64_t missed_before = missed_lookups();
   const auto samples = sample_ns_per_op_interleaved(variants, settings.repetitions(), hit_budget(settings));
   if (const std::uint64_t m = missed_lookups() - missed_before; m != 0)
@@ -218,8 +215,8 @@ void measure(const std::string& name, int threads, const std::vector<measured_va
 
 void run_hit(runtime& rt, const identity_pool& pool, int live, int threads, const bench_settings& settings,
              bench_report& report) {
-  auto identities = std::make_shared<const std::vector<const void*>>(pool.identities.begin(),
-                                                                     pool.identities.begin() + live);
+  auto identities =
+      std::make_shared<const std::vector<const void*>>(pool.identities.begin(), pool.identities.begin() + live);
   auto team = std::make_shared<thread_team>(threads, team_cpus(), "bench-cache");
   {
     // Each variant has wrappers of its own, made in one batch (so are their records and
@@ -249,8 +246,8 @@ void run_hit(runtime& rt, const identity_pool& pool, int live, int threads, cons
 
 void run_get_or_create(runtime& rt, const identity_pool& pool, int threads, const bench_settings& settings,
                        bench_report& report) {
-  auto identities = std::make_shared<const std::vector<const void*>>(pool.identities.begin(),
-                                                                     pool.identities.begin() + counted_live);
+  auto identities =
+      std::make_shared<const std::vector<const void*>>(pool.identities.begin(), pool.identities.begin() + counted_live);
   auto team = std::make_shared<thread_team>(threads, team_cpus(), "bench-cache");
   {
     std::vector<std::shared_ptr<cache_world>> caches;
@@ -260,8 +257,8 @@ void run_get_or_create(runtime& rt, const identity_pool& pool, int threads, cons
     measure(counted_case(counted_live), threads, variants, settings, report, *team);
     for (const auto& c : caches) {
       if (const std::uint64_t calls = c->factory.calls->load(std::memory_order_relaxed); calls != 0)
-        throw std::runtime_error(counted_case(counted_live) + ": " + design_name(c->cache) +
-                                 " called the factory " + std::to_string(calls) + " times for rooted wrappers");
+        throw std::runtime_error(counted_case(counted_live) + ": " + design_name(c->cache) + " called the factory " +
+                                 std::to_string(calls) + " times for rooted wrappers");
     }
   }
   rt.settle();
@@ -272,8 +269,7 @@ void run_get_or_create(runtime& rt, const identity_pool& pool, int threads, cons
 std::optional<double> value_of(const bench_report& report, std::string_view case_name, std::string_view variant,
                                int threads, std::string_view metric) {
   for (const auto& r : report.results()) {
-    if (r.case_name == case_name && r.variant == variant && r.threads == threads && r.metric == metric)
-      return r.value;
+    if (r.case_name == case_name && r.variant == variant && r.threads == threads && r.metric == metric) return r.value;
   }
   return std::nullopt;
 }
@@ -321,7 +317,8 @@ std::vector<std::string> verdicts(const bench_report& report, int many) {
   verdict_line ceiling("for reference, the " + std::string(control_variant) + " loop's " + n +
                        "-thread aggregate on this machine (no target)");
   verdict_line versus_lock("palrt at " + n + " threads >= 3.00x faster than single-lock");
-  verdict_line versus_peers("palrt faster than every peer (" + std::string(peer_names[0]) + ", tbb, libcuckoo, rculfhash)");
+  verdict_line versus_peers("palrt faster than every peer (" + std::string(peer_names[0]) +
+                            ", tbb, libcuckoo, rculfhash)");
   for (const int live : live_counts) {
     const std::string c = hit_case(live), label = "live=" + std::to_string(live);
     const auto one = value_of(report, c, p, 1, ns_per_op);
@@ -346,7 +343,8 @@ std::vector<std::string> verdicts(const bench_report& report, int many) {
         if (const auto v = value_of(report, c, peer, threads, ns_per_op)) best = best ? std::min(*best, *v) : *v;
       }
       // palrt / the fastest peer: below 1.00x is faster.
-      if (mine && best) versus_peers.add(label + "/" + std::to_string(threads) + "t", *mine / *best, "x", *mine < *best);
+      if (mine && best)
+        versus_peers.add(label + "/" + std::to_string(threads) + "t", *mine / *best, "x", *mine < *best);
       if (many == 1) break;
     }
   }
@@ -386,20 +384,20 @@ void run_cache(const bench_settings& settings, bench_report& report) {
         "hit/live=" + lives,
         "one op = one hit: `live` rooted wrappers of 16-byte heap identities, thread t looks up "
         "identities[(i + 37t) & (live - 1)]. "
-            "identity_cache designs (palrt, bucketed-rwlock, single-lock, pybind11-shards): { read_section; "
-            "find(identity); read a field of the wrapper }, no reference count (find checks the wrapper's count). Peers: tbb concurrent_hash_map "
-            "find with a const_accessor, libcuckoo find(key, out), rculfhash cds_lfht_lookup under rcu_read_lock "
-            "(memb flavour), each mapping identity -> the wrapper's weak handle with the same hash (palrt's "
-            "multiply, high half folded down), then the handle's target and the same field read; no palrt read "
-            "section for the peers." +
+        "identity_cache designs (palrt, bucketed-rwlock, single-lock, pybind11-shards): { read_section; "
+        "find(identity); read a field of the wrapper }, no reference count (find checks the wrapper's count). Peers: "
+        "tbb concurrent_hash_map "
+        "find with a const_accessor, libcuckoo find(key, out), rculfhash cds_lfht_lookup under rcu_read_lock "
+        "(memb flavour), each mapping identity -> the wrapper's weak handle with the same hash (palrt's "
+        "multiply, high half folded down), then the handle's target and the same field read; no palrt read "
+        "section for the peers." +
             frame);
   }
   report.describe_case(counted_case(counted_live),
                        "one op = ref<T> r = get_or_create<T>(identity, factory), a hit (the factory never runs: "
                        "checked), read a field of the wrapper, drop r: the hit with its reference count (two atomic "
                        "read-modify-writes on the wrapper's line), " +
-                           std::to_string(counted_live) + " rooted wrappers, the four identity_cache designs." +
-                           frame);
+                           std::to_string(counted_live) + " rooted wrappers, the four identity_cache designs." + frame);
 
   identity_pool pool(static_cast<std::size_t>(live_counts[std::size(live_counts) - 1]));
   {

@@ -89,9 +89,8 @@ struct design_rig {
         rooted_ids(rooted_count),
         pool(pool_per_mutator * static_cast<std::size_t>(mutators)) {
     for (const void* id : rooted_ids.identities) {
-      rooted.push_back(cache.get_or_create<bench_wrapper>(id, [this](const void* i) {
-        return gc::make_object<bench_wrapper>(rt.gc, i);
-      }));
+      rooted.push_back(cache.get_or_create<bench_wrapper>(
+          id, [this](const void* i) { return gc::make_object<bench_wrapper>(rt.gc, i); }));
     }
   }
   // The rooted wrappers die first, and their records retire while the cache and the
@@ -128,8 +127,7 @@ struct design_rig {
 // The thread that collects every collection_period for the design whose slice runs.
 class periodic_collector {
  public:
-  periodic_collector()
-      : thread_(pal::start_thread({"bench-cache-gc"}, [this] { loop(); })) {}
+  periodic_collector() : thread_(pal::start_thread({"bench-cache-gc"}, [this] { loop(); })) {}
   ~periodic_collector() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -183,12 +181,12 @@ class periodic_collector {
 
 // One mutator's state, kept from slice to slice, and what it measured.
 struct mutator {
-  std::size_t cursor = 0;      // next identity of its pool to try
-  std::uint64_t lookup_i = 0;  // next rooted wrapper to look up
-  latency_histogram lookups;   // this repetition
-  latency_histogram waits;     // this repetition: the ones it harvested itself
-  std::uint64_t created = 0;   // this slice
-  std::uint64_t skipped = 0;   // identities whose last record had not retired yet
+  std::size_t cursor = 0;          // next identity of its pool to try
+  std::uint64_t lookup_i = 0;      // next rooted wrapper to look up
+  latency_histogram lookups;       // this repetition
+  latency_histogram waits;         // this repetition: the ones it harvested itself
+  std::uint64_t created = 0;       // this slice
+  std::uint64_t skipped = 0;       // identities whose last record had not retired yet
   std::uint64_t factory_hits = 0;  // creations that found a live wrapper (never expected)
   member_run run;
 };
@@ -210,7 +208,8 @@ bool harvest(native_object& n, std::int64_t counted_until, latency_histogram& wa
 
 void mutate(design_rig& rig, mutator& m, int member, bench_clock::time_point until, std::int64_t counted_until) {
   identity_cache& cache = rig.cache;
-  const std::unique_ptr<native_object>* pool = rig.pool.objects.data() + static_cast<std::size_t>(member) * pool_per_mutator;
+  const std::unique_ptr<native_object>* pool =
+      rig.pool.objects.data() + static_cast<std::size_t>(member) * pool_per_mutator;
   const void* const* rooted = rig.rooted_ids.identities.data();
   const std::uint64_t offset = static_cast<std::uint64_t>(member) * 37;
   m.created = 0;
@@ -312,7 +311,8 @@ void run_sustained(const bench_settings& settings, bench_report& report, int thr
           "drop to the on_removed call of the wrapper's record (its entry is gone by then), for drops in the first "
           "3/4 of a slice. ops_per_s = creations per second, all mutators (below the pace if a design could not "
           "keep up). Each design has its own runtime; the designs alternate in " +
-          std::to_string(slice_ms) + " ms slices in shuffled order, each followed by collections until nothing is "
+          std::to_string(slice_ms) +
+          " ms slices in shuffled order, each followed by collections until nothing is "
           "dead; " +
           std::to_string(settings.repetitions()) + " repetitions of " + std::to_string(slices) +
           " slice(s) per design, median of the repetitions. The peers have no removal protocol: not measured.");

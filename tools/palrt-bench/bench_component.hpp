@@ -22,8 +22,8 @@ class bench_report;
 
 // The tool's global options, as every component sees them.
 struct bench_settings {
-  bool json = false;           // --json: the report is one JSON object instead of a table
-  bool quick = false;          // --quick: a short run, for rough numbers
+  bool json = false;   // --json: the report is one JSON object instead of a table
+  bool quick = false;  // --quick: a short run, for rough numbers
   // --smoke (implies quick): the shortest run that still produces every row of the report, for
   // the tests that check its format; its numbers mean nothing.
   bool smoke = false;
@@ -35,7 +35,9 @@ struct bench_settings {
 
   // How long one variant runs in one repetition.
   std::chrono::nanoseconds run_budget() const noexcept {
-    return smoke ? std::chrono::milliseconds(1) : quick ? std::chrono::milliseconds(20) : std::chrono::milliseconds(200);
+    return smoke   ? std::chrono::milliseconds(1)
+           : quick ? std::chrono::milliseconds(20)
+                   : std::chrono::milliseconds(200);
   }
 
   // The thread counts to measure: --threads if given, otherwise the component's defaults.

@@ -47,8 +47,7 @@ inline constexpr int disturbed_percent = 10;
 // larger of the two; exactly 10% is not disturbed. A figure that is not a positive finite
 // number on either side cannot be compared, and counts as disturbed: nothing vouches for it.
 inline bool is_disturbed(double wall_figure, double cpu_figure) noexcept {
-  if (!std::isfinite(wall_figure) || !std::isfinite(cpu_figure) || wall_figure <= 0.0 || cpu_figure <= 0.0)
-    return true;
+  if (!std::isfinite(wall_figure) || !std::isfinite(cpu_figure) || wall_figure <= 0.0 || cpu_figure <= 0.0) return true;
   const double larger = std::max(wall_figure, cpu_figure);
   const double smaller = std::min(wall_figure, cpu_figure);
   return (larger - smaller) * 100.0 > static_cast<double>(disturbed_percent) * larger;

@@ -98,7 +98,7 @@ constexpr const char* wait_case = "wait-pending";
 constexpr const char* sustained_case = "sustained";
 constexpr const char* create_drop_case = "create-drop";
 constexpr std::size_t create_drop_collect_every = 4096;  // per thread; see the top of this file
-constexpr std::uint64_t collect_period = 1024;  // objects per mutator between its collect() calls
+constexpr std::uint64_t collect_period = 1024;           // objects per mutator between its collect() calls
 constexpr auto finalizer_timeout = std::chrono::seconds(10);
 
 // A thread's time on a CPU and time runnable but waiting for one (/proc/<pid>/task/<tid>/schedstat,
@@ -249,9 +249,7 @@ struct finalizer_rig {
     gc.collect();  // frees the probe
   }
 
-  pid_t finalizer_tid() const noexcept {
-    return palrt::gc::internal::finalizer_thread_access::thread(finalizer).tid();
-  }
+  pid_t finalizer_tid() const noexcept { return palrt::gc::internal::finalizer_thread_access::thread(finalizer).tid(); }
 
   // Puts the finalizer thread on `cpu` (it runs where the scheduler puts it otherwise).
   bool pin_finalizer(int cpu) const noexcept {
@@ -291,7 +289,8 @@ drain_rates drain_once(finalizer_rig& rig, std::size_t n, std::vector<ref<trivia
   rig.gc.collect();  // queues the gate and wakes the finalizer
   const auto deadline = bench_clock::now() + finalizer_timeout;
   while (!g->entered.load(std::memory_order_acquire)) {
-    if (bench_clock::now() > deadline) throw std::runtime_error("drain: the finalizer thread did not start within 10 s");
+    if (bench_clock::now() > deadline)
+      throw std::runtime_error("drain: the finalizer thread did not start within 10 s");
     sched_yield();
   }
   objects.clear();
@@ -320,8 +319,8 @@ void run_drain(finalizer_rig& rig, const bench_settings& settings, bench_report&
   const std::size_t n = drain_objects(settings);
   std::vector<ref<trivial_object>> objects;
   objects.reserve(n);
-  report.progress(std::string(drain_case) + ": " + std::to_string(settings.repetitions()) + " repetitions of drains of " +
-                  std::to_string(n) + " objects");
+  report.progress(std::string(drain_case) + ": " + std::to_string(settings.repetitions()) +
+                  " repetitions of drains of " + std::to_string(n) + " objects");
   (void)drain_once(rig, n, objects);  // warm-up: first touches, the finalizer's first batch
   std::vector<double> repetitions, cpu_repetitions;
   for (int rep = 0; rep < settings.repetitions(); ++rep) {
@@ -407,8 +406,8 @@ void run_sustained(finalizer_rig& rig, const bench_settings& settings, bench_rep
     finalizer_shares = finalizer_shares || cpus[static_cast<std::size_t>(i) % cpus.size()] == *finalizer_cpu;
   std::vector<mutator_result> results(static_cast<std::size_t>(threads));
   report.progress(std::string(sustained_case) + " with " + std::to_string(threads) + " mutator thread" +
-                  (threads == 1 ? "" : "s") + " (" + std::to_string(team.pinned()) + " of " +
-                  std::to_string(threads) + " pinned): " + std::to_string(settings.repetitions()) + " repetitions");
+                  (threads == 1 ? "" : "s") + " (" + std::to_string(team.pinned()) + " of " + std::to_string(threads) +
+                  " pinned): " + std::to_string(settings.repetitions()) + " repetitions");
 
   std::vector<double> p50s, p99s, high_waters, rates, cpu_rates;
   sched_times finalizer_before{};
@@ -541,18 +540,19 @@ void run_create_drop(const bench_settings& settings, bench_report& report, const
           "at once, each on its own CPU where possible; ns_per_op = slice wall time (first thread's start to last "
           "thread's end) / ops of all threads, per 1 ms slice, the variants' slices interleaved in shuffled order; "
           "median of the slices of each of " +
-          budget_text(settings) + " per variant, then median of the repetitions. Target: palrt 2-thread aggregate "
+          budget_text(settings) +
+          " per variant, then median of the repetitions. Target: palrt 2-thread aggregate "
           ">= 1.8x one thread.");
   std::vector<create_drop_result> all;
   for (const int threads : thread_counts) {
     // A fresh team and collector per thread count: no variant inherits another's warm state.
     auto team = std::make_shared<thread_team>(threads, cpus, "bench-create");
     palrt::gc::handle_table table;
-    auto gc = std::make_shared<collector>(table, palrt::gc::collector_options{.collect_every = create_drop_collect_every});
+    auto gc =
+        std::make_shared<collector>(table, palrt::gc::collector_options{.collect_every = create_drop_collect_every});
     std::vector<measured_variant> variants;
-    variants.push_back(create_drop_variant(std::string(palrt_variant), team, [gc] {
-      make_object<plain_object>(*gc).reset();
-    }));
+    variants.push_back(
+        create_drop_variant(std::string(palrt_variant), team, [gc] { make_object<plain_object>(*gc).reset(); }));
     variants.push_back(create_drop_variant("make-shared", team, [] {
       auto p = std::make_shared<baseline_object>();
       escape(p.get());
@@ -651,8 +651,10 @@ void run_finalizer(const bench_settings& settings, bench_report& report) {
                    "(queues it and wakes the idle finalizer thread), then time the call to its return (threads = 1, "
                    "the caller); a finalizer woken fast enough is done before the call begins, which then returns "
                    "at once (stderr says how often). p50/p99 of the calls of each of " +
-                       budget_text(settings) + ", then median of the repetitions; no disturbed verdict, since the "
-                       "caller waits by design." + no_baseline);
+                       budget_text(settings) +
+                       ", then median of the repetitions; no disturbed verdict, since the "
+                       "caller waits by design." +
+                       no_baseline);
     run_drain(rig, settings, report);
     run_wait_pending(rig, settings, report);
   }

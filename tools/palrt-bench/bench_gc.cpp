@@ -159,15 +159,23 @@ void young_sweep(const bench_settings& settings, bench_report& report) {
   auto alive = [](void* o) { return is_marked(o); };
   std::size_t cleared = 0;
   std::vector<variant_timing> variants;
-  variants.push_back({"aged", store_young, on_this_thread([&] {
+  variants.push_back({"aged",
+                      store_young,
+                      on_this_thread([&] {
                         handle_walk walk(t.table, handle_kind::weak_short, 0);
                         cleared += walk.sweep(alive);
                         t.table.age_handles(0, 1);
-                      }), {}, {}});
-  variants.push_back({"full", store_young, on_this_thread([&] {
+                      }),
+                      {},
+                      {}});
+  variants.push_back({"full",
+                      store_young,
+                      on_this_thread([&] {
                         cleared += t.table.sweep_weak(handle_kind::weak_short, alive);
                         t.table.age_handles(0, 1);
-                      }), {}, {}});
+                      }),
+                      {},
+                      {}});
   report.progress(name + ": aged and full young collections");
   measure(variants, settings.repetitions(), settings.smoke ? 3 : settings.quick ? 50 : 200);
   if (cleared != 0) throw std::runtime_error("gc young-sweep: a sweep cleared a live handle");
@@ -218,7 +226,8 @@ void parallel_sweep(const bench_settings& settings, bench_report& report) {
                               handle_walk walk(t.table, handle_kind::weak_short);
                               sweep(walk);
                             }),
-                            {}, {}});
+                            {},
+                            {}});
         variant_threads.push_back(1);
       }
     } else {
@@ -237,7 +246,8 @@ void parallel_sweep(const bench_settings& settings, bench_report& report) {
                             r.elapsed = bench_clock::now() - start;
                             return r;
                           },
-                          {}, {}});
+                          {},
+                          {}});
       variant_threads.push_back(threads);
     }
   }
@@ -287,16 +297,24 @@ void sweep_relocate(const bench_settings& settings, bench_report& report) {
   t.fill(from, 0, n);
   std::size_t cleared = 0;
   std::vector<variant_timing> variants;
-  variants.push_back({"sweep-relocate", [] {}, on_this_thread([&] {
+  variants.push_back({"sweep-relocate",
+                      [] {},
+                      on_this_thread([&] {
                         handle_walk walk(t.table, handle_kind::weak_short);
                         cleared +=
                             walk.sweep_relocate([](void* o) -> void* { return static_cast<object*>(o)->forward; });
-                      }), {}, {}});
-  variants.push_back({"sweep", [] {}, on_this_thread([&] {
+                      }),
+                      {},
+                      {}});
+  variants.push_back({"sweep",
+                      [] {},
+                      on_this_thread([&] {
                         cleared += t.table.sweep_weak(handle_kind::weak_short, [](void* o) {
                           return static_cast<object*>(o)->forward != nullptr;
                         });
-                      }), {}, {}});
+                      }),
+                      {},
+                      {}});
   report.progress(name + ": the single sweep-and-relocate pass and a sweep alone");
   measure(variants, settings.repetitions(), settings.smoke ? 2 : settings.quick ? 5 : 15);
   if (cleared != 0) throw std::runtime_error("gc sweep-relocate: a live handle was cleared");
@@ -308,8 +326,8 @@ void sweep_relocate(const bench_settings& settings, bench_report& report) {
   const double sweep_only = median(variants[1].repetition_medians) / static_cast<double>(n);
   report.add({name, "sweep-relocate", 1, "ns_per_op", both,
               median(variants[0].cpu_repetition_medians) / static_cast<double>(n)});
-  report.add({name, "sweep", 1, "ns_per_op", sweep_only,
-              median(variants[1].cpu_repetition_medians) / static_cast<double>(n)});
+  report.add(
+      {name, "sweep", 1, "ns_per_op", sweep_only, median(variants[1].cpu_repetition_medians) / static_cast<double>(n)});
   const std::string v = verdict("sweep-relocate/sweep", both / sweep_only, 1.2, true);
   report.progress("target (" + name + "): " + v);
   report.describe_case("targets (" + name + ")", v + ".");

@@ -242,8 +242,8 @@ std::vector<std::string> verdicts(const std::vector<measured>& all, int burst) {
   }
   if (small && two && mutex_two) {
     const double speedup = mutex_two->value / two->value;
-    std::snprintf(buf, sizeof buf, "palrt at 2 threads %.2fx faster than mutex-freelist (target >= 3.00x): %s",
-                  speedup, speedup >= 3.0 ? "met" : "MISSED");
+    std::snprintf(buf, sizeof buf, "palrt at 2 threads %.2fx faster than mutex-freelist (target >= 3.00x): %s", speedup,
+                  speedup >= 3.0 ? "met" : "MISSED");
     lines.emplace_back(buf);
   }
   return lines;
@@ -268,9 +268,9 @@ void run_handles(const bench_settings& settings, bench_report& report) {
       variants.push_back(team_variant("new-delete", std::make_shared<new_delete_pool>(), team, burst));
 
       report.progress(name + " with " + std::to_string(threads) + " thread" + (threads == 1 ? "" : "s") + " (" +
-                      std::to_string(team->pinned()) + " of " + std::to_string(threads) + " pinned): " +
-                      std::to_string(variants.size()) + " variants x " + std::to_string(settings.repetitions()) +
-                      " repetitions");
+                      std::to_string(team->pinned()) + " of " + std::to_string(threads) +
+                      " pinned): " + std::to_string(variants.size()) + " variants x " +
+                      std::to_string(settings.repetitions()) + " repetitions");
       const auto samples = sample_ns_per_op_interleaved(variants, settings.repetitions(), settings.run_budget());
       for (std::size_t i = 0; i < variants.size(); ++i) {
         const sample_spread s = spread_of(samples[i].wall);

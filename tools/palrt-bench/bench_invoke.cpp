@@ -395,7 +395,8 @@ void invoke_slice(contender& c, caller_team& team, std::chrono::nanoseconds budg
     auto& lat = c.latencies[static_cast<std::size_t>(caller)];
     std::uint64_t n = 0, x = 0;
     const auto keep = [&](std::int64_t t0, std::int64_t t1) {
-      if (record && lat.size() < lat.capacity()) lat.push_back(static_cast<std::uint32_t>(std::min<std::int64_t>(t1 - t0, UINT32_MAX)));
+      if (record && lat.size() < lat.capacity())
+        lat.push_back(static_cast<std::uint32_t>(std::min<std::int64_t>(t1 - t0, UINT32_MAX)));
     };
     if (idle) {
       for (; n < idle_calls_per_slice; ++n) {
@@ -598,12 +599,12 @@ void measure_queue_cases(const bench_settings& settings, bench_report& report, i
             qc == queue_case::idle ? std::nullopt : std::optional<bool>(is_disturbed(wall_per_op, cpu_per_op));
         report.add({case_name, v, callers, "p50_ns", median(p50[i]), std::nullopt, disturbed});
         report.add({case_name, v, callers, "p99_ns", median(p99[i]), std::nullopt, disturbed});
-        report.progress("  " + v + ": p50 " + format(median(p50[i])) + " ns (repetitions " +
-                        format(spread_of(p50[i]).min) + " .. " + format(spread_of(p50[i]).max) + "), p99 " +
-                        format(median(p99[i])) + " ns, worker CPU " + format(median(worker_cpu[i])) + " ns/op" +
-                        (disturbed ? "; " + format(wall_per_op) + " ns of slice per call" +
-                                         cpu_clock_note(wall_per_op, cpu_per_op)
-                                   : std::string()));
+        report.progress(
+            "  " + v + ": p50 " + format(median(p50[i])) + " ns (repetitions " + format(spread_of(p50[i]).min) +
+            " .. " + format(spread_of(p50[i]).max) + "), p99 " + format(median(p99[i])) + " ns, worker CPU " +
+            format(median(worker_cpu[i])) + " ns/op" +
+            (disturbed ? "; " + format(wall_per_op) + " ns of slice per call" + cpu_clock_note(wall_per_op, cpu_per_op)
+                       : std::string()));
       } else {
         const double cpu = median(cpu_rate[i]);
         report.add({case_name, v, callers, "ops_per_s", median(rate[i]), cpu});
@@ -638,7 +639,8 @@ void measure_wait_any(const bench_settings& settings, bench_report& report, cons
       // relaxed: `record` and `stamp` were stored before the set() that woke us, which
       // publishes them (the objects' lock and the wait word's release/acquire).
       if (record.load(std::memory_order_relaxed) && latencies.size() < latencies.capacity())
-        latencies.push_back(static_cast<std::uint32_t>(std::min<std::int64_t>(t1 - stamp.load(std::memory_order_relaxed), UINT32_MAX)));
+        latencies.push_back(
+            static_cast<std::uint32_t>(std::min<std::int64_t>(t1 - stamp.load(std::memory_order_relaxed), UINT32_MAX)));
       (void)r;
       ack.set();
     }
@@ -653,13 +655,13 @@ void measure_wait_any(const bench_settings& settings, bench_report& report, cons
   const auto run_for_budget = [&](std::chrono::nanoseconds budget) {
     const std::int64_t end = now_ns() + budget.count();
     while (now_ns() < end) {
-      next = (next + 17) % events_count;  // a different event each time, all of them in turn
+      next = (next + 17) % events_count;                 // a different event each time, all of them in turn
       stamp.store(now_ns(), std::memory_order_relaxed);  // relaxed: published by set()'s lock
       events[next].set();
       ack.wait();
     }
   };
-  run_for_budget(settings.run_budget() / 10);  // warm-up
+  run_for_budget(settings.run_budget() / 10);     // warm-up
   record.store(true, std::memory_order_relaxed);  // relaxed: published by the next set()
   for (int rep = 0; rep < settings.repetitions(); ++rep) {
     run_for_budget(settings.run_budget());
@@ -706,12 +708,12 @@ void run_invoke(const bench_settings& settings, bench_report& report) {
                        "slow mode\"): read the post rows' worker_cpu_ns_per_op against it. threads: the post "
                        "case's callers. Only where the callers and the server are pinned to two different CPUs "
                        "(two or more allowed).");
-  report.describe_case("invoke/idle",
-                       "as invoke, but each caller sleeps 1 ms before each call (" +
-                           std::to_string(idle_calls_per_slice) +
-                           " calls per slice), so the server has been idle far longer than palrt's spin bound "
-                           "(sync_manager::max_spin, 100 us) and is parked: the round trip includes waking it. p50_ns / p99_ns as for "
-                           "invoke; no disturbed verdict, since the threads sleep by design.");
+  report.describe_case(
+      "invoke/idle",
+      "as invoke, but each caller sleeps 1 ms before each call (" + std::to_string(idle_calls_per_slice) +
+          " calls per slice), so the server has been idle far longer than palrt's spin bound "
+          "(sync_manager::max_spin, 100 us) and is parked: the round trip includes waking it. p50_ns / p99_ns as for "
+          "invoke; no disturbed verdict, since the threads sleep by design.");
   report.describe_case("wait-any-64",
                        "palrt only: one thread blocked in wait_any over 64 auto-reset events, another, on "
                        "another CPU where there are two, sets one (a different one each time) and waits for an "

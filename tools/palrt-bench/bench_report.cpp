@@ -24,9 +24,7 @@ using palrt::tools::json_string;
 namespace {
 
 // Metrics where a smaller value is better; a palrt/baseline ratio below 1 favours palrt.
-bool lower_is_better(std::string_view metric) {
-  return metric != "ops_per_s";
-}
+bool lower_is_better(std::string_view metric) { return metric != "ops_per_s"; }
 
 // Table cells: enough digits to compare, no more. Values are ns, counts or ratios.
 std::string table_number(double v) {

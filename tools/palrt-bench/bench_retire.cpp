@@ -318,9 +318,9 @@ void measure_case(const case_plan& plan, int threads, const std::shared_ptr<thre
       "delete", team, plan.timing, [] { delete_op(); }, [] { delete_drain(); }, contenders[2].totals));
   for (auto& c : contenders) c.reclaimed_before = reclaimed_so_far(c.index);
 
-  report.progress(std::string(plan.name) + " with " + std::to_string(threads) + " thread" +
-                  (threads == 1 ? "" : "s") + " (" + std::to_string(team->pinned()) + " of " +
-                  std::to_string(threads) + " pinned): " + std::to_string(variants.size()) + " variants x " +
+  report.progress(std::string(plan.name) + " with " + std::to_string(threads) + " thread" + (threads == 1 ? "" : "s") +
+                  " (" + std::to_string(team->pinned()) + " of " + std::to_string(threads) +
+                  " pinned): " + std::to_string(variants.size()) + " variants x " +
                   std::to_string(settings.repetitions()) + " repetitions");
   const auto samples =
       sample_ns_per_op_interleaved(variants, settings.repetitions(), settings.run_budget(), plan.min_slice);
@@ -383,8 +383,8 @@ std::string ratio_summary(const std::vector<bench_result>& results, const std::v
 void run_retire(const bench_settings& settings, bench_report& report) {
   const std::vector<int> thread_counts = settings.thread_counts({1, 2});
   const auto budget_ms = std::chrono::duration_cast<std::chrono::milliseconds>(settings.run_budget()).count();
-  const std::string reps = std::to_string(settings.repetitions()) + " repetitions of " + std::to_string(budget_ms) +
-                           " ms per variant";
+  const std::string reps =
+      std::to_string(settings.repetitions()) + " repetitions of " + std::to_string(budget_ms) + " ms per variant";
   const std::string op =
       "one op = new a 64-byte object, read a field of it as a reader would, give it back: palrt = { "
       "gc::read_section; read } then gc::retire(p, reclaim deleting p); call_rcu = rcu_read_lock(); read; "
@@ -395,14 +395,15 @@ void run_retire(const bench_settings& settings, bench_report& report) {
       "counted). ";
   report.describe_case(
       drained_case,
-      op + "Each thread drains after its ops INSIDE the timed part (palrt gc::drain_retired(), call_rcu "
-           "rcu_barrier()), so every reclaim is paid for. ns_per_op = wall time from the first thread's start to "
-           "the last thread's drain's end / ops of all threads, one run per variant per repetition (not 1 ms "
-           "slices: a drain waits for liburcu's worker, which sleeps 10 ms after each batch; over a whole run "
-           "that wait is a few %), variants in shuffled order; median of " +
-           reps +
-           ". cpu_ns_per_op = the process's CPU time (every thread, liburcu's worker included) over all of the "
-           "variant's runs / their ops (a mean). lost = retired - reclaimed at the end of the case (must be 0).");
+      op +
+          "Each thread drains after its ops INSIDE the timed part (palrt gc::drain_retired(), call_rcu "
+          "rcu_barrier()), so every reclaim is paid for. ns_per_op = wall time from the first thread's start to "
+          "the last thread's drain's end / ops of all threads, one run per variant per repetition (not 1 ms "
+          "slices: a drain waits for liburcu's worker, which sleeps 10 ms after each batch; over a whole run "
+          "that wait is a few %), variants in shuffled order; median of " +
+          reps +
+          ". cpu_ns_per_op = the process's CPU time (every thread, liburcu's worker included) over all of the "
+          "variant's runs / their ops (a mean). lost = retired - reclaimed at the end of the case (must be 0).");
   report.describe_case(
       untimed_case,
       "the same ops in 1 ms slices, the variants' slices interleaved in shuffled order, each slice drained but "

@@ -4,8 +4,8 @@
 // The machines are noisy (shared 2-core VMs), so one number per variant is never one run:
 // each variant is sampled in R repetitions and the median reported, and all variants are
 // interleaved within each repetition in 1 ms slices, in shuffled order, so a slow stretch of
-// the machine lands on every variant instead of on whichever happened to run then. Every variant goes through the same loop
-// (run_for), so a ratio compares the operations, not the loops around them.
+// the machine lands on every variant instead of on whichever happened to run then. Every variant goes through the same
+// loop (run_for), so a ratio compares the operations, not the loops around them.
 #pragma once
 
 #include <algorithm>
@@ -198,10 +198,9 @@ struct variant_samples {
 // The CPU-timed twin goes the same way: each slice's cpu_ns_per_op, the median of the slices
 // per repetition. So the two medians compare the figure as reported: a minority of slices
 // that others disturbed moves neither, and the run is not marked for them.
-inline std::vector<variant_samples> sample_ns_per_op_interleaved(const std::vector<measured_variant>& variants,
-                                                                int repetitions,
-                                                                std::chrono::nanoseconds budget,
-                                                                std::chrono::nanoseconds min_slice = interleave_slice) {
+inline std::vector<variant_samples> sample_ns_per_op_interleaved(
+    const std::vector<measured_variant>& variants, int repetitions, std::chrono::nanoseconds budget,
+    std::chrono::nanoseconds min_slice = interleave_slice) {
   const std::size_t n = variants.size();
   std::vector<variant_samples> samples(n);
   if (n == 0) return samples;

@@ -36,13 +36,8 @@ using namespace palrt::bench;
 // Every component, in roadmap order. A new component is bench_<component>.cpp, its
 // declaration in bench_component.hpp, and one line here.
 constexpr bench_registrar registry[] = {
-    barrier_component,
-    handles_component,
-    finalizer_component,
-    invoke_component,
-    cache_component,
-    retire_component,
-    gc_component,
+    barrier_component, handles_component, finalizer_component, invoke_component,
+    cache_component,   retire_component,  gc_component,
 };
 
 // A component and the subcommand made for it.
@@ -68,10 +63,13 @@ int main(int argc, char** argv) {
   std::string threads_text;
   tool.add_flag("--json", settings.json, "Print one JSON object (the DESIGN.md format) instead of the table");
   CLI::Option* threads_option =
-      tool.add_option("--threads", threads_text, "Measure this thread count instead of the component's own list (cache: 1 and this count, which its scaling target compares)")
+      tool.add_option("--threads", threads_text,
+                      "Measure this thread count instead of the component's own list (cache: 1 and this count, which "
+                      "its scaling target compares)")
           ->check(palrt::tools::count_in(1, 256))  // checked as text: CLI11 would read 010 as 8
           ->type_name("N");
-  tool.add_flag("--quick", settings.quick, "Short run for rough numbers: 3 repetitions of 20 ms instead of 7 of 200 ms");
+  tool.add_flag("--quick", settings.quick,
+                "Short run for rough numbers: 3 repetitions of 20 ms instead of 7 of 200 ms");
   tool.add_flag("--smoke", settings.smoke,
                 "Shortest run that still prints every row, for tests of the output: 1 repetition of 1 ms; the numbers "
                 "mean nothing");

@@ -43,12 +43,16 @@ int run_doctor(std::FILE* out) {
                  (mask & bit) ? "yes" : "no");
   std::string seccomp = status_field("Seccomp:");
   std::fprintf(out, "seccomp mode        %s (%s)\n", seccomp.c_str(),
-               seccomp == "0" ? "none" : seccomp == "1" ? "strict" : seccomp == "2" ? "filter" : "unknown");
+               seccomp == "0"   ? "none"
+               : seccomp == "1" ? "strict"
+               : seccomp == "2" ? "filter"
+                                : "unknown");
 
   const int rcu = startup::rcu_expedited();
   std::fprintf(out, "rcu_expedited       %d%s\n", rcu,
-               rcu == 1 ? "  (slow-path registration is cheap here)"
-                        : rcu == 0 ? "  (registration with >1 thread waits a full RCU grace period)" : "");
+               rcu == 1   ? "  (slow-path registration is cheap here)"
+               : rcu == 0 ? "  (registration with >1 thread waits a full RCU grace period)"
+                          : "");
   std::fprintf(out, "CPUs                %d usable (affinity %d, online %d)\n", pal::processor_count(),
                pal::affinity_cpus(), pal::online_cpus());
   if (auto limit = pal::cgroup_cpu_max())
@@ -60,8 +64,9 @@ int run_doctor(std::FILE* out) {
 
   if (auto shim = startup::find_preload_shim()) {
     std::fprintf(out, "preload shim        loaded, %s\n",
-                 shim->registered ? "registered this process" : shim->disabled ? "disabled (PALRT_PRELOAD=0/false/no/off)"
-                                                                               : "registration failed");
+                 shim->registered ? "registered this process"
+                 : shim->disabled ? "disabled (PALRT_PRELOAD=0/false/no/off)"
+                                  : "registration failed");
   } else {
     std::fprintf(out, "preload shim        not loaded\n");
   }

@@ -134,8 +134,9 @@ int run(const run_settings& settings) {
 
   bool written = true;
   if (settings.report != "none") {
-    tools::run_facts facts{&rt->report(), settings.order, shutdown_ns, settings.extra_threads, clean, settings.sync_worker,
-                           sync_worker_started, settings.objects, services};
+    tools::run_facts facts{&rt->report(), settings.order,       shutdown_ns,         settings.extra_threads,
+                           clean,         settings.sync_worker, sync_worker_started, settings.objects,
+                           services};
     if (settings.report == "json") tools::print_json_report(stdout, facts);
     if (settings.report == "text") tools::print_text_report(stdout, facts);
     written = tools::finish_stdout(tool);
@@ -198,9 +199,8 @@ int main(int argc, char** argv) {
           ->type_name("FORMAT"),
   };
   app.set_version_flag("--version", version);
-  auto* doctor = app.add_subcommand("doctor",
-                                    "report what this machine offers palrt and what it would choose "
-                                    "(takes none of the options above)");
+  auto* doctor = app.add_subcommand("doctor", "report what this machine offers palrt and what it would choose "
+                                              "(takes none of the options above)");
   // Options after `doctor` reach the main command, so `doctor --threads 3` and
   // `--threads 3 doctor` are refused alike, with the same message, below.
   doctor->fallthrough();
@@ -220,16 +220,16 @@ int main(int argc, char** argv) {
     if (doctor->count() > 1) return bad_arguments("doctor was given more than once", argc, argv);
     for (const CLI::Option* option : run_options)
       if (option->count() > 0)
-        return bad_arguments("doctor takes none of the run's options, and " + option->get_name() + " was given",
-                             argc, argv);
+        return bad_arguments("doctor takes none of the run's options, and " + option->get_name() + " was given", argc,
+                             argv);
     const int status = palrt::tools::run_doctor(stdout);
     return palrt::tools::finish_stdout(tool) ? status : 1;
   }
 
   run_settings settings;
   settings.order = *palrt::startup::internal::parse_ordering(order_name);
-  settings.sync_worker = sync_worker_name == "eager" ? palrt::startup::sync_worker_start::eager
-                                                     : palrt::startup::sync_worker_start::lazy;
+  settings.sync_worker =
+      sync_worker_name == "eager" ? palrt::startup::sync_worker_start::eager : palrt::startup::sync_worker_start::lazy;
   settings.extra_threads = *palrt::tools::parse_count(threads_text, 0, 4096);
   settings.objects = *palrt::tools::parse_count(objects_text, 0, 10000000);
   settings.report = report;

@@ -62,10 +62,9 @@ void print_json_report(std::FILE* out, const run_facts& f) {
     std::fprintf(out, ":%zu", c.handles.handles[k]);
   }
   std::fprintf(out,
-               "},\"handle_blocks\":%zu,\"handle_bytes\":%zu,\"objects_created\":%" PRIu64
-               ",\"objects_freed\":%" PRIu64 ",\"collections\":%" PRIu64 ",\"objects_finalized\":%" PRIu64
-               ",\"finalizer_exceptions\":%" PRIu64 ",\"finalizers_left_at_shutdown\":%" PRIu64
-               ",\"longest_finalizer_ns\":%" PRId64 "}\n",
+               "},\"handle_blocks\":%zu,\"handle_bytes\":%zu,\"objects_created\":%" PRIu64 ",\"objects_freed\":%" PRIu64
+               ",\"collections\":%" PRIu64 ",\"objects_finalized\":%" PRIu64 ",\"finalizer_exceptions\":%" PRIu64
+               ",\"finalizers_left_at_shutdown\":%" PRIu64 ",\"longest_finalizer_ns\":%" PRId64 "}\n",
                c.handles.blocks, c.handles.bytes, c.objects.objects_created, c.objects.objects_freed,
                c.objects.collections, c.finalizer.finalized, c.finalizer.exceptions, c.finalizer.left_at_stop,
                c.finalizer.longest_finalizer_ns);
@@ -89,14 +88,13 @@ void print_text_report(std::FILE* out, const run_facts& f) {
                    reg.threads_at_registration == 1 ? "" : "s");
     else
       std::fprintf(out, "threads not counted");
-    std::fprintf(out, "%s\n", reg.fast_path_inferred ? ", fast path (inferred from its duration)"
-                                                      : ", not the fast path");
+    std::fprintf(out, "%s\n",
+                 reg.fast_path_inferred ? ", fast path (inferred from its duration)" : ", not the fast path");
   } else
     std::fprintf(out, "\n");
   std::fprintf(out, "phases\n");
   for (const auto& p : r.phases)
-    std::fprintf(out, "  %-16s start %9.1f us  took %9.1f us\n", p.name.c_str(), p.start_ns / 1e3,
-                 p.duration_ns / 1e3);
+    std::fprintf(out, "  %-16s start %9.1f us  took %9.1f us\n", p.name.c_str(), p.start_ns / 1e3, p.duration_ns / 1e3);
   std::fprintf(out, "bootstrap          %.1f us\n", r.bootstrap_ns / 1e3);
   std::fprintf(out, "shutdown           %.1f us (%d extra thread%s)%s\n", f.shutdown_ns / 1e3, f.extra_threads,
                f.extra_threads == 1 ? "" : "s", f.shutdown_clean ? "" : ", NOT all threads joined");
@@ -104,15 +102,16 @@ void print_text_report(std::FILE* out, const run_facts& f) {
   std::fprintf(out, "rcu_expedited      %d\n", startup::rcu_expedited());
   std::fprintf(out, "kernel             %s\n", startup::kernel_release().c_str());
   const services_counters& c = f.services;
-  std::fprintf(out, "handles            %zu strong, %zu weak-short, %zu weak-long, %zu dependent (%zu blocks, %zu bytes)\n",
-               c.handles.handles[0], c.handles.handles[1], c.handles.handles[2], c.handles.handles[3],
-               c.handles.blocks, c.handles.bytes);
+  std::fprintf(out,
+               "handles            %zu strong, %zu weak-short, %zu weak-long, %zu dependent (%zu blocks, %zu bytes)\n",
+               c.handles.handles[0], c.handles.handles[1], c.handles.handles[2], c.handles.handles[3], c.handles.blocks,
+               c.handles.bytes);
   std::fprintf(out, "objects            %" PRIu64 " created, %" PRIu64 " freed, %" PRIu64 " collections\n",
                c.objects.objects_created, c.objects.objects_freed, c.objects.collections);
-  std::fprintf(out, "finalizer          %" PRIu64 " finalized (%" PRIu64 " threw), %" PRIu64
-               " left at shutdown, longest %.1f us\n",
-               c.finalizer.finalized, c.finalizer.exceptions, c.finalizer.left_at_stop,
-               c.finalizer.longest_finalizer_ns / 1e3);
+  std::fprintf(
+      out,
+      "finalizer          %" PRIu64 " finalized (%" PRIu64 " threw), %" PRIu64 " left at shutdown, longest %.1f us\n",
+      c.finalizer.finalized, c.finalizer.exceptions, c.finalizer.left_at_stop, c.finalizer.longest_finalizer_ns / 1e3);
 }
 
 }  // namespace palrt::tools

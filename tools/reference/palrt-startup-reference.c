@@ -29,68 +29,65 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-static int membarrier(int cmd, unsigned int flags, int cpu_id)
-{
-    return (int)syscall(SYS_membarrier, cmd, flags, cpu_id);
+static int membarrier(int cmd, unsigned int flags, int cpu_id) {
+  return (int)syscall(SYS_membarrier, cmd, flags, cpu_id);
 }
 
 /* Does nothing observable: the point is only that the threads exist and are joined, as
  * palrt's service threads do. */
-static void *idle_thread(void *arg)
-{
-    return arg;
-}
+static void* idle_thread(void* arg) { return arg; }
 
-int main(int argc, char **argv)
-{
-    /* The only arguments: none, or --threads 1|2. Compared, not parsed: this program's own
-     * startup is what is measured. */
-    int threads = 1;
-    if (argc == 3 && strcmp(argv[1], "--threads") == 0 &&
-        (strcmp(argv[2], "1") == 0 || strcmp(argv[2], "2") == 0)) {
-        threads = argv[2][0] - '0';
-    } else if (argc != 1) {
-        fprintf(stderr, "palrt-startup-reference: usage: palrt-startup-reference [--threads 1|2]\n");
-        return 2;
-    }
+int main(int argc, char** argv) {
+  /* The only arguments: none, or --threads 1|2. Compared, not parsed: this program's own
+   * startup is what is measured. */
+  int threads = 1;
+  if (argc == 3 && strcmp(argv[1], "--threads") == 0 && (strcmp(argv[2], "1") == 0 || strcmp(argv[2], "2") == 0)) {
+    threads = argv[2][0] - '0';
+  } else if (argc != 1) {
+    fprintf(stderr, "palrt-startup-reference: usage: palrt-startup-reference [--threads 1|2]\n");
+    return 2;
+  }
 
-    /* QUERY first, as palrt does: registering a command the kernel lacks fails with EINVAL,
-     * and a seccomp filter may deny membarrier outright (then QUERY fails too). */
-    int mask = membarrier(MEMBARRIER_CMD_QUERY, 0, 0);
-    if (mask < 0) {
-        fprintf(stderr, "palrt-startup-reference: membarrier QUERY failed: %s\n",
-                strerror(errno));
-        return 1;
-    }
-    if (!(mask & MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED)) {
-        fprintf(stderr, "palrt-startup-reference: kernel lacks membarrier "
-                        "REGISTER_PRIVATE_EXPEDITED (mask 0x%x)\n", (unsigned)mask);
-        return 1;
-    }
+  /* QUERY first, as palrt does: registering a command the kernel lacks fails with EINVAL,
+   * and a seccomp filter may deny membarrier outright (then QUERY fails too). */
+  int mask = membarrier(MEMBARRIER_CMD_QUERY, 0, 0);
+  if (mask < 0) {
+    fprintf(stderr, "palrt-startup-reference: membarrier QUERY failed: %s\n", strerror(errno));
+    return 1;
+  }
+  if (!(mask & MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED)) {
+    fprintf(stderr,
+            "palrt-startup-reference: kernel lacks membarrier "
+            "REGISTER_PRIVATE_EXPEDITED (mask 0x%x)\n",
+            (unsigned)mask);
+    return 1;
+  }
 
-    /* Register while this is the only thread: the kernel's fast path (mm_users == 1). */
-    if (membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) != 0) {
-        fprintf(stderr, "palrt-startup-reference: membarrier REGISTER_PRIVATE_EXPEDITED "
-                        "failed: %s\n", strerror(errno));
-        return 1;
-    }
+  /* Register while this is the only thread: the kernel's fast path (mm_users == 1). */
+  if (membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) != 0) {
+    fprintf(stderr,
+            "palrt-startup-reference: membarrier REGISTER_PRIVATE_EXPEDITED "
+            "failed: %s\n",
+            strerror(errno));
+    return 1;
+  }
 
-    /* All started before any is joined, as palrt's bootstrap starts its service threads
-     * and its shutdown joins them. */
-    pthread_t thread[2];
-    for (int i = 0; i < threads; i++) {
-        int err = pthread_create(&thread[i], NULL, idle_thread, NULL);
-        if (err != 0) {
-            fprintf(stderr, "palrt-startup-reference: pthread_create failed: %s\n", strerror(err));
-            return 1;
-        }
+  /* All started before any is joined, as palrt's bootstrap starts its service threads
+   * and its shutdown joins them. */
+  pthread_t thread[2];
+  for (int i = 0; i < threads; i++) {
+    int err = pthread_create(&thread[i], NULL, idle_thread, NULL);
+    if (err != 0) {
+      fprintf(stderr, "palrt-startup-reference: pthread_create failed: %s\n", strerror(err));
+      return 1;
     }
-    for (int i = 0; i < threads; i++) {
-        int err = pthread_join(thread[i], NULL);
-        if (err != 0) {
-            fprintf(stderr, "palrt-startup-reference: pthread_join failed: %s\n", strerror(err));
-            return 1;
-        }
+  }
+  for (int i = 0; i < threads; i++) {
+    int err = pthread_join(thread[i], NULL);
+    if (err != 0) {
+      fprintf(stderr, "palrt-startup-reference: pthread_join failed: %s\n", strerror(err));
+      return 1;
     }
-    return 0;
+  }
+  return 0;
 }

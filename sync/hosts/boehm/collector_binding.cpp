@@ -73,9 +73,8 @@ struct GC_ms_entry* mark_traced(GC_word* addr, struct GC_ms_entry* top, struct G
   for (std::size_t i = 0; i < words; ++i)
     top = GC_MARK_AND_PUSH(reinterpret_cast<void*>(addr[i]), top, limit, reinterpret_cast<void**>(addr + i));
   if (const gc::handle_table* table = traced_table.load(std::memory_order_acquire)) {
-    table->for_each_secondary_of(addr, [&](void* secondary) {
-      top = GC_MARK_AND_PUSH(secondary, top, limit, reinterpret_cast<void**>(addr));
-    });
+    table->for_each_secondary_of(
+        addr, [&](void* secondary) { top = GC_MARK_AND_PUSH(secondary, top, limit, reinterpret_cast<void**>(addr)); });
   }
   return top;
 }
@@ -191,8 +190,7 @@ void GC_CALLBACK on_collection_event(GC_EventType event) {
         s->collections.fetch_add(1, std::memory_order_relaxed);
       }
       break;
-    default:
-      break;
+    default: break;
   }
 }
 

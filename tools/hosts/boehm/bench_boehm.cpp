@@ -93,7 +93,8 @@ std::atomic<std::int64_t> stop_started{0};
 std::vector<std::int64_t>* pauses = nullptr;
 void GC_CALLBACK time_pause(GC_EventType e) {
   if (e == GC_EVENT_PRE_STOP_WORLD) stop_started.store(now_ns(), std::memory_order_relaxed);
-  if (e == GC_EVENT_POST_START_WORLD && pauses) pauses->push_back(now_ns() - stop_started.load(std::memory_order_relaxed));
+  if (e == GC_EVENT_POST_START_WORLD && pauses)
+    pauses->push_back(now_ns() - stop_started.load(std::memory_order_relaxed));
 }
 
 void pause(const std::string& variant) {
@@ -208,8 +209,10 @@ double hit(const std::string& variant, int threads) {
             link_lookup l{&links, native};
             w = GC_call_with_alloc_lock(find_under_lock, &l);
           }
-          if (!w) ++missed;
-          else sink += static_cast<cell*>(w)->id;
+          if (!w)
+            ++missed;
+          else
+            sink += static_cast<cell*>(w)->id;
         }
         misses.fetch_add(missed);
         if (sink == 42) std::puts("");
@@ -222,8 +225,9 @@ double hit(const std::string& variant, int threads) {
     const std::int64_t t1 = now_ns();
     repetitions.push_back(static_cast<double>(t1 - t0) / (static_cast<double>(per_thread) * threads));
   }
-  if (misses.load()) std::fprintf(stderr, "palrt-boehm-bench: %llu lookups of live wrappers missed\n",
-                                  static_cast<unsigned long long>(misses.load()));
+  if (misses.load())
+    std::fprintf(stderr, "palrt-boehm-bench: %llu lookups of live wrappers missed\n",
+                 static_cast<unsigned long long>(misses.load()));
   if (cache) binding->remove_cache(*cache);
   for (auto& [native, link] : links.wrappers) GC_unregister_disappearing_link(&link);
   GC_reachable_here(wrappers);
@@ -236,7 +240,9 @@ int main(int argc, char** argv) {
   CLI::App app{"palrt-boehm-bench: one measurement of palrt inside a Boehm-collected process"};
   std::string which, variant;
   int threads = 1;
-  app.add_option("--case", which, "weak-pair, pause or hit")->required()->check(CLI::IsMember({"weak-pair", "pause", "hit"}));
+  app.add_option("--case", which, "weak-pair, pause or hit")
+      ->required()
+      ->check(CLI::IsMember({"weak-pair", "pause", "hit"}));
   app.add_option("--variant", variant, "palrt, boehm-links, or none (pause only)")
       ->required()
       ->check(CLI::IsMember({"palrt", "boehm-links", "none"}));
@@ -252,9 +258,12 @@ int main(int argc, char** argv) {
   }
   GC_INIT();
   GC_allow_register_threads();
-  if (which == "weak-pair") emit("boehm/weak-pair", variant, 1, "ns_per_op", weak_pair(variant));
-  else if (which == "pause") pause(variant);
-  else emit("boehm/hit", variant, threads, "ns_per_op", hit(variant, threads));
+  if (which == "weak-pair")
+    emit("boehm/weak-pair", variant, 1, "ns_per_op", weak_pair(variant));
+  else if (which == "pause")
+    pause(variant);
+  else
+    emit("boehm/hit", variant, threads, "ns_per_op", hit(variant, threads));
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
     std::fprintf(stderr, "palrt-boehm-bench: cannot write the result to stdout\n");
     return 1;

@@ -130,18 +130,18 @@ struct entry {
   entry_kind kind;
   std::uint64_t id;
   std::uint64_t secondary_id = 0, child_id = 0;  // dependent: what the secondary must be
-  handle h;              // of `kind`
-  handle short_handle;   // weak-long and weak-short entries: a weak-short handle too
-  handle keeper;         // a strong handle that keeps the object for a while (weak kinds)
+  handle h;                                      // of `kind`
+  handle short_handle;                           // weak-long and weak-short entries: a weak-short handle too
+  handle keeper;                                 // a strong handle that keeps the object for a while (weak kinds)
   void* short_link = nullptr;
   void* long_link = nullptr;
 };
 
 struct tally {
   std::uint64_t checked = 0;
-  std::uint64_t lost = 0;       // palrt's handle null, the oracle's link set
-  std::uint64_t stale = 0;      // palrt's handle set, the oracle's link cleared (a dead object)
-  std::uint64_t corrupt = 0;    // an object palrt yields whose canary is wrong (reclaimed)
+  std::uint64_t lost = 0;     // palrt's handle null, the oracle's link set
+  std::uint64_t stale = 0;    // palrt's handle set, the oracle's link cleared (a dead object)
+  std::uint64_t corrupt = 0;  // an object palrt yields whose canary is wrong (reclaimed)
   std::uint64_t wrong_secondary = 0;
   std::uint64_t strong_lost = 0;
   void add(const tally& t) {
@@ -181,9 +181,7 @@ void* GC_CALLBACK check_entries(void* context) {
         if (!intact(static_cast<cell*>(target))) ++c.t->corrupt;
         break;
       }
-      case entry_kind::weak_short:
-        compare(table.gated_target(e->h), e->short_link, *c.t);
-        break;
+      case entry_kind::weak_short: compare(table.gated_target(e->h), e->short_link, *c.t); break;
       case entry_kind::weak_long:
         compare(table.gated_target(e->h), e->long_link, *c.t);
         compare(table.gated_target(e->short_handle), e->short_link, *c.t);
@@ -259,7 +257,8 @@ tally stress_thread(int thread_index, int ops, std::atomic<std::uint64_t>& ids) 
           // The primary is traced (its marking traces its secondaries); its finalizer keeps
           // it alive half the time. The secondary holds a pointer to a child: only the
           // tracing of the secondary keeps the child.
-          auto* p = boehm_host::make_cell_with([&](std::size_t n) { return the_host->binding.allocate_traced(n); }, e->id);
+          auto* p =
+              boehm_host::make_cell_with([&](std::size_t n) { return the_host->binding.allocate_traced(n); }, e->id);
           GC_register_finalizer(p, finalize_cell, roll(2) ? resurrect_flag : nullptr, nullptr, nullptr);
           e->child_id = next_id();
           e->secondary_id = next_id();
@@ -318,7 +317,8 @@ void run_stress(int threads, int ops) {
                << ", cleared weak-short " << after.weak_short_cleared - before.weak_short_cleared << ", weak-long "
                << after.weak_long_cleared - before.weak_long_cleared << ", dependent "
                << after.dependent_cleared - before.dependent_cleared << "; finalized "
-               << h.finalized.load() - finalized_before << ", resurrected " << h.resurrected.load() - resurrected_before);
+               << h.finalized.load() - finalized_before << ", resurrected "
+               << h.resurrected.load() - resurrected_before);
   CHECK(all.lost == 0);
   CHECK(all.stale == 0);
   CHECK(all.corrupt == 0);
@@ -381,7 +381,8 @@ TEST_CASE("boehm host: a finalizer that keeps its primary alive keeps the second
     if (!p) continue;
     ++alive;
     auto* s = static_cast<cell*>(h.table.gated_secondary(tracked_list[i].dep));
-    if (!intact(s) || s->id != tracked_list[i].secondary_id || !intact(s->child) || s->child->id != tracked_list[i].child_id)
+    if (!intact(s) || s->id != tracked_list[i].secondary_id || !intact(s->child) ||
+        s->child->id != tracked_list[i].child_id)
       ++wrong;
   }
   INFO(alive << " primaries kept by their finalizers; " << wrong << " with a reclaimed secondary or child");
@@ -435,8 +436,10 @@ TEST_CASE("boehm host: a weak read while a collection is between its mark and it
       boehm_host::churn_heap(4000);
       for (int i = 0; i < 2 * per_round; ++i) {
         if (!seen[i]) continue;
-        if (!intact(seen[i]) || seen[i]->id != sh.ids[i % per_round]) sh.dead_seen.fetch_add(1);
-        else sh.live_seen.fetch_add(1);
+        if (!intact(seen[i]) || seen[i]->id != sh.ids[i % per_round])
+          sh.dead_seen.fetch_add(1);
+        else
+          sh.live_seen.fetch_add(1);
       }
       sh.checked.store(r, std::memory_order_release);
     }
@@ -457,7 +460,7 @@ TEST_CASE("boehm host: a weak read while a collection is between its mark and it
   }
   reader.join();
   INFO(sh.after_mark.load() << " reads after a mark: " << sh.dead_seen.load() << " returned an object Boehm reclaimed, "
-                                << sh.live_seen.load() << " a live one");
+                            << sh.live_seen.load() << " a live one");
   CHECK(sh.dead_seen.load() == 0);
   CHECK(sh.after_mark.load() > 0);  // the window was read in
 }
@@ -479,7 +482,8 @@ struct watched {
   for (int i = 0; i < n; ++i) {
     void* target;
     if (kind == handle_kind::dependent) {
-      cell* p = boehm_host::make_cell_with([&](std::size_t b) { return h.binding.allocate_traced(b); }, 80'000'000u + i);
+      cell* p =
+          boehm_host::make_cell_with([&](std::size_t b) { return h.binding.allocate_traced(b); }, 80'000'000u + i);
       items[i].h = h.table.allocate(kind, p, boehm_host::make_cell(81'000'000u + i));
       target = p;
     } else {
@@ -487,15 +491,19 @@ struct watched {
       items[i].h = h.table.allocate(kind, target);
     }
     items[i].link = target;
-    if (kind == handle_kind::weak_short) GC_general_register_disappearing_link(&items[i].link, target);
-    else GC_register_long_link(&items[i].link, target);
+    if (kind == handle_kind::weak_short)
+      GC_general_register_disappearing_link(&items[i].link, target);
+    else
+      GC_register_long_link(&items[i].link, target);
   }
 }
 
 void unwatch(watched* items, int n, handle_kind kind) {
   for (int i = 0; i < n; ++i) {
-    if (kind == handle_kind::weak_short) GC_unregister_disappearing_link(&items[i].link);
-    else GC_unregister_long_link(&items[i].link);
+    if (kind == handle_kind::weak_short)
+      GC_unregister_disappearing_link(&items[i].link);
+    else
+      GC_unregister_long_link(&items[i].link);
   }
 }
 
@@ -664,8 +672,10 @@ TEST_CASE("boehm host: the identity cache keeps identity for held wrappers and f
     for (int t = 0; t < threads; ++t) {
       cell* w = held[t][i];
       if (!w) continue;
-      if (!first) first = w;
-      else if (w != first) ++split;
+      if (!first)
+        first = w;
+      else if (w != first)
+        ++split;
     }
   }
   const auto swept_before = h.binding.counters().cache_entries_swept;
@@ -687,7 +697,8 @@ TEST_CASE("boehm host: the identity cache keeps identity for held wrappers and f
 TEST_CASE("boehm host: Boehm's finalizers run on palrt's finalizer thread, registered with Boehm") {
   host& h = *the_host;
   const std::uint64_t before = h.finalized.load();
-  for (int i = 0; i < 100; ++i) GC_register_finalizer(boehm_host::make_cell(50'000'000u + i), finalize_cell, nullptr, nullptr, nullptr);
+  for (int i = 0; i < 100; ++i)
+    GC_register_finalizer(boehm_host::make_cell(50'000'000u + i), finalize_cell, nullptr, nullptr, nullptr);
   boehm_host::churn_heap(1000);
   GC_gcollect();
   CHECK(h.finalizer.wait_for_pending_finalizers(std::chrono::seconds(60)) == gc::pending_finalizers::finalized);
@@ -700,8 +711,8 @@ TEST_CASE("boehm host: Boehm's finalizers run on palrt's finalizer thread, regis
 TEST_CASE("boehm host: a second binding, and a traced object from a table without the index, are refused") {
   host& h = *the_host;
   gc::handle_table other;
-  CHECK_THROWS_WITH_AS(boehm::collector_binding{other},
-                       doctest::Contains("a binding exists already (one per process"), std::logic_error);
+  CHECK_THROWS_WITH_AS(boehm::collector_binding{other}, doctest::Contains("a binding exists already (one per process"),
+                       std::logic_error);
   CHECK_THROWS_WITH_AS(boehm::collector_binding{h.table}, doctest::Contains("a binding exists already"),
                        std::logic_error);
   // The check for the index is the binding's own (its table is indexed): asked in a child.
@@ -776,7 +787,8 @@ int child(const std::string& name) {
     handle weak = make_weak_to_garbage(table);
     for (int i = 0; i < 5 && table.gated_target(weak); ++i) GC_gcollect();
     const bool cleared = !table.gated_target(weak);
-    std::printf("%s after %d events: the weak handle was %s\n", name.c_str(), events, cleared ? "cleared" : "not cleared");
+    std::printf("%s after %d events: the weak handle was %s\n", name.c_str(), events,
+                cleared ? "cleared" : "not cleared");
     table.release(weak);
     return cleared ? 0 : 1;
   }

@@ -83,7 +83,8 @@ int young_pause(const std::string& variant, int collections) {
     for (std::size_t i = 0; i < 300; ++i) {
       object* o = h.allocate(m, 1, 16);
       if (i % 3 == 0) m.roots[arrays + i / 3] = o;
-      if (i < 40) young_handles.push_back(table.allocate(i < 20 ? gc::handle_kind::strong : gc::handle_kind::weak_short, o));
+      if (i < 40)
+        young_handles.push_back(table.allocate(i < 20 ? gc::handle_kind::strong : gc::handle_kind::weak_short, o));
     }
     h.collect(&m, collection_kind::young);
     for (gc::handle hd : young_handles) (void)table.release(hd);

@@ -75,9 +75,7 @@ class heap::collection {
   }
 
  private:
-  bool condemned(const void* p) const noexcept {
-    return h_.nursery_->contains(p) || (full_ && from_old_->contains(p));
-  }
+  bool condemned(const void* p) const noexcept { return h_.nursery_->contains(p) || (full_ && from_old_->contains(p)); }
   bool alive(const void* p) const noexcept {
     auto* o = static_cast<const object*>(p);
     if (condemned(p)) return o->forward != nullptr;
@@ -193,8 +191,7 @@ class heap::collection {
   void promote_dependents() {
     promotion_.emplace(h_.table_, g_);
     ++stats_.promote_rounds;
-    promotion_->start([&](void* p) { return alive(p); },
-                      [&](void* s) { waiting_.push_back(static_cast<object*>(s)); });
+    promotion_->start([&](void* p) { return alive(p); }, [&](void* s) { waiting_.push_back(static_cast<object*>(s)); });
     scan();
   }
 

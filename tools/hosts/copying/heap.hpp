@@ -67,10 +67,10 @@ const char* collection_kind_name(collection_kind k) noexcept;
 
 struct collection_stats {
   collection_kind kind = collection_kind::young;
-  std::uint64_t number = 0;          // 1 for the first collection
-  std::int64_t pause_ns = 0;         // the collection's work with the world stopped (observers excluded)
+  std::uint64_t number = 0;   // 1 for the first collection
+  std::int64_t pause_ns = 0;  // the collection's work with the world stopped (observers excluded)
   std::size_t copied_bytes = 0;
-  std::size_t promote_rounds = 0;    // dependent promotions (one per collection)
+  std::size_t promote_rounds = 0;  // dependent promotions (one per collection)
   std::size_t weak_short_cleared = 0;
   std::size_t weak_long_cleared = 0;
   std::size_t dependents_cleared = 0;

@@ -25,21 +25,21 @@
 namespace copying_host {
 
 enum object_flag : std::uint8_t {
-  finalizable = 1,     // its finalizer has not been queued yet (cleared when it is: it runs once)
-  in_pinned_space = 2, // allocated in the non-moving space (the only objects a pinned handle may hold)
-  marked = 4,          // a pinned-space object found live by the current full collection
-  wrapper = 8,         // an identity-cache wrapper: its payload holds its cell (wrappers.hpp)
-  wrapper_dead = 16,   // the collector has queued this wrapper's cell for erasure
-  free_block = 32,     // a dead pinned-space object, on the pinned space's free list
+  finalizable = 1,      // its finalizer has not been queued yet (cleared when it is: it runs once)
+  in_pinned_space = 2,  // allocated in the non-moving space (the only objects a pinned handle may hold)
+  marked = 4,           // a pinned-space object found live by the current full collection
+  wrapper = 8,          // an identity-cache wrapper: its payload holds its cell (wrappers.hpp)
+  wrapper_dead = 16,    // the collector has queued this wrapper's cell for erasure
+  free_block = 32,      // a dead pinned-space object, on the pinned space's free list
 };
 
 struct object {
-  std::uint32_t bytes;                 // the whole object, header included, a multiple of 8
-  std::uint16_t fields;                // reference fields right after the header
-  std::uint8_t flags;                  // object_flag bits
+  std::uint32_t bytes;                   // the whole object, header included, a multiple of 8
+  std::uint16_t fields;                  // reference fields right after the header
+  std::uint8_t flags;                    // object_flag bits
   std::atomic<std::uint8_t> remembered;  // the write barrier's bit (see the top of the file)
-  std::uint64_t id;                    // unique for the life of the process: the suite's oracle key
-  object* forward;                     // where the collector copied it; null otherwise
+  std::uint64_t id;                      // unique for the life of the process: the suite's oracle key
+  object* forward;                       // where the collector copied it; null otherwise
 
   object** slots() noexcept { return reinterpret_cast<object**>(this + 1); }
   object* field(std::size_t i) noexcept { return slots()[i]; }

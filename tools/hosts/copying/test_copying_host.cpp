@@ -164,7 +164,8 @@ TEST_CASE("a stale pointer into an evacuated nursery faults (the spaces left beh
                 WEXITSTATUS(status), ")");
 }
 
-TEST_CASE("young collection: survivors move to the old space, strong handles follow, short weak handles of the dead are cleared, the write barrier keeps old-to-young stores") {
+TEST_CASE("young collection: survivors move to the old space, strong handles follow, short weak handles of the dead "
+          "are cleared, the write barrier keeps old-to-young stores") {
   host x;
   attached a(x.h);
   mutator& m = a.m;
@@ -193,7 +194,8 @@ TEST_CASE("young collection: survivors move to the old space, strong handles fol
   for (gc::handle hd : {strong, weak, weak_dead}) (void)x.table.release(hd);
 }
 
-TEST_CASE("finalization: palrt's finalizer thread runs it once; weak_long tracks the object through it, and stays set when the finalizer resurrects it") {
+TEST_CASE("finalization: palrt's finalizer thread runs it once; weak_long tracks the object through it, and stays set "
+          "when the finalizer resurrects it") {
   host x;
   std::mutex lock;
   std::map<std::uint64_t, int> finalized;
@@ -248,7 +250,8 @@ TEST_CASE("finalization: palrt's finalizer thread runs it once; weak_long tracks
   }
 }
 
-TEST_CASE("dependent handles: a chain of secondaries lives exactly while the first primary does, through young and full collections") {
+TEST_CASE("dependent handles: a chain of secondaries lives exactly while the first primary does, through young and "
+          "full collections") {
   host x;
   attached a(x.h);
   mutator& m = a.m;
@@ -283,7 +286,8 @@ TEST_CASE("dependent handles: a chain of secondaries lives exactly while the fir
   (void)x.table.release(d2);
 }
 
-TEST_CASE("pinned handles: the target never moves, its nursery referents are kept and updated, and it is reclaimed once unpinned and unreachable") {
+TEST_CASE("pinned handles: the target never moves, its nursery referents are kept and updated, and it is reclaimed "
+          "once unpinned and unreachable") {
   host x;
   attached a(x.h);
   mutator& m = a.m;
@@ -310,7 +314,8 @@ TEST_CASE("pinned handles: the target never moves, its nursery referents are kep
   (void)x.table.release(weak);
 }
 
-TEST_CASE("identity cache: get() returns the same wrapper, wherever it moved, while it lives, and a new one after it died") {
+TEST_CASE(
+    "identity cache: get() returns the same wrapper, wherever it moved, while it lives, and a new one after it died") {
   host x;
   attached a(x.h);
   mutator& m = a.m;
@@ -374,7 +379,8 @@ struct tally {
 
 class oracle : public collection_observer {
  public:
-  oracle(gc::handle_table& t, std::vector<thread_state>& threads, tally& tl) : table_(t), threads_(threads), tally_(tl) {}
+  oracle(gc::handle_table& t, std::vector<thread_state>& threads, tally& tl)
+      : table_(t), threads_(threads), tally_(tl) {}
 
   void before(heap& h, collection_kind kind) override {
     kind_ = kind;
@@ -448,19 +454,16 @@ class oracle : public collection_observer {
   }
   void expect(record& r) {
     object* t = target(r.h);
-    if (t && t->id != r.id) tally_.fail("before a collection, a " + std::string(gc::handle_kind_name(r.kind)) +
-                                        " handle holds object " + std::to_string(t->id) + ", not " + std::to_string(r.id));
+    if (t && t->id != r.id)
+      tally_.fail("before a collection, a " + std::string(gc::handle_kind_name(r.kind)) + " handle holds object " +
+                  std::to_string(t->id) + ", not " + std::to_string(r.id));
     r.expect_target = false;
     r.expect_secondary = false;
     if (!t) return;
     switch (r.kind) {
       case handle_kind::strong:
-      case handle_kind::pinned:
-        r.expect_target = true;
-        break;
-      case handle_kind::weak_short:
-        r.expect_target = alive_before_finalization(t);
-        break;
+      case handle_kind::pinned: r.expect_target = true; break;
+      case handle_kind::weak_short: r.expect_target = alive_before_finalization(t); break;
       case handle_kind::weak_long:
         r.expect_target = alive(t);
         if (r.expect_target && !alive_before_finalization(t)) tally_.kept_for_finalizer.fetch_add(1);
@@ -658,8 +661,9 @@ void stress(int threads) {
   {
     std::vector<std::thread> ts;
     for (int i = 0; i < threads; ++i)
-      ts.emplace_back(mutate, std::ref(x), std::ref(states[static_cast<std::size_t>(i)]), std::ref(tl), std::ref(globals),
-                      1234u + static_cast<unsigned>(i) * 77u + static_cast<unsigned>(threads), iterations);
+      ts.emplace_back(mutate, std::ref(x), std::ref(states[static_cast<std::size_t>(i)]), std::ref(tl),
+                      std::ref(globals), 1234u + static_cast<unsigned>(i) * 77u + static_cast<unsigned>(threads),
+                      iterations);
     for (auto& t : ts) t.join();
   }
   // The finalizers still pending, then collections that find their objects dead again.
@@ -671,11 +675,11 @@ void stress(int threads) {
   }
   x.h.set_observer(nullptr);
   MESSAGE(threads, " mutators: ", x.h.young_collections(), " young and ", x.h.full_collections(),
-          " full collections; handles checked strong/weak_short/weak_long/dependent/pinned ",
-          tl.checked[0].load(), "/", tl.checked[1].load(), "/", tl.checked[2].load(), "/", tl.checked[3].load(), "/",
-          tl.checked[4].load(), ", cleared weak_short/weak_long/dependent ", tl.cleared[1].load(), "/",
-          tl.cleared[2].load(), "/", tl.cleared[3].load(), "; weak_long kept for a pending finalizer ",
-          tl.kept_for_finalizer.load(), "; finalized ", tl.finalized.load(), " (resurrected ", tl.resurrected.load(),
+          " full collections; handles checked strong/weak_short/weak_long/dependent/pinned ", tl.checked[0].load(), "/",
+          tl.checked[1].load(), "/", tl.checked[2].load(), "/", tl.checked[3].load(), "/", tl.checked[4].load(),
+          ", cleared weak_short/weak_long/dependent ", tl.cleared[1].load(), "/", tl.cleared[2].load(), "/",
+          tl.cleared[3].load(), "; weak_long kept for a pending finalizer ", tl.kept_for_finalizer.load(),
+          "; finalized ", tl.finalized.load(), " (resurrected ", tl.resurrected.load(),
           "); wrappers same/new after death ", tl.wrappers_same.load(), "/", tl.wrappers_new_after_death.load());
   {
     std::lock_guard l(tl.failures_lock);

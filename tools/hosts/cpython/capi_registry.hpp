@@ -46,7 +46,7 @@ namespace palrt_hosts {
 
 // The names of one module made from capi_module: literals (see above: CPython keeps them).
 struct capi_module_names {
-  const char* module;         // the import name, "palrt_registry"
+  const char* module;  // the import name, "palrt_registry"
   const char* doc;
   const char* variant;        // the module's `variant`
   const char* registry_type;  // "palrt_registry.Registry"
@@ -189,9 +189,8 @@ struct capi_module {
     auto* reg = reinterpret_cast<registry_object*>(self);
     unsigned long long iterations = 0, seed = 1;
     if (!parse_loop_args(args, iterations, seed)) return nullptr;
-    const double ns = measure_loop(kind, reg->natives->size(), iterations, seed, [&](std::size_t i) {
-      return get_wrapper(reg, reg->natives->at(i));
-    });
+    const double ns = measure_loop(kind, reg->natives->size(), iterations, seed,
+                                   [&](std::size_t i) { return get_wrapper(reg, reg->natives->at(i)); });
     return ns < 0 ? nullptr : PyFloat_FromDouble(ns);
   }
   static PyObject* registry_bench_hit(PyObject* self, PyObject* args) { return run_loop(self, args, loop_kind::hit); }
@@ -285,17 +284,16 @@ struct capi_module {
   static inline PyMemberDef wrapper_members[] = {
       {"__weaklistoffset__", T_PYSSIZET, offsetof(wrapper_object, weakrefs), READONLY, nullptr},
       {nullptr, 0, 0, 0, nullptr}};
-  static inline PyType_Slot wrapper_slots[] = {
-      {Py_tp_dealloc, reinterpret_cast<void*>(wrapper_dealloc)},
-      {Py_tp_traverse, reinterpret_cast<void*>(wrapper_traverse)},
-      {Py_tp_clear, reinterpret_cast<void*>(wrapper_clear)},
-      {Py_tp_getset, wrapper_getset},
-      {Py_tp_members, wrapper_members},
-      {Py_tp_repr, reinterpret_cast<void*>(wrapper_repr)},
-      {0, nullptr}};
-  static inline PyType_Spec wrapper_spec = {
-      Names.wrapper_type, sizeof(wrapper_object), 0,
-      Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_DISALLOW_INSTANTIATION, wrapper_slots};
+  static inline PyType_Slot wrapper_slots[] = {{Py_tp_dealloc, reinterpret_cast<void*>(wrapper_dealloc)},
+                                               {Py_tp_traverse, reinterpret_cast<void*>(wrapper_traverse)},
+                                               {Py_tp_clear, reinterpret_cast<void*>(wrapper_clear)},
+                                               {Py_tp_getset, wrapper_getset},
+                                               {Py_tp_members, wrapper_members},
+                                               {Py_tp_repr, reinterpret_cast<void*>(wrapper_repr)},
+                                               {0, nullptr}};
+  static inline PyType_Spec wrapper_spec = {Names.wrapper_type, sizeof(wrapper_object), 0,
+                                            Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+                                            wrapper_slots};
 
   static inline PyMethodDef registry_methods[] = {
       {"get", registry_get, METH_O, "the wrapper of native i (made if it has none)"},
@@ -309,15 +307,14 @@ struct capi_module {
   static inline PyGetSetDef registry_getset[] = {
       {"on_create", get_on_create, set_on_create, "called with i before a wrapper is made", nullptr},
       {nullptr, nullptr, nullptr, nullptr, nullptr}};
-  static inline PyType_Slot registry_slots[] = {
-      {Py_tp_new, reinterpret_cast<void*>(registry_new)},
-      {Py_tp_dealloc, reinterpret_cast<void*>(registry_dealloc)},
-      {Py_tp_traverse, reinterpret_cast<void*>(registry_traverse)},
-      {Py_tp_clear, reinterpret_cast<void*>(registry_clear)},
-      {Py_tp_methods, registry_methods},
-      {Py_tp_getset, registry_getset},
-      {Py_mp_length, reinterpret_cast<void*>(registry_len)},
-      {0, nullptr}};
+  static inline PyType_Slot registry_slots[] = {{Py_tp_new, reinterpret_cast<void*>(registry_new)},
+                                                {Py_tp_dealloc, reinterpret_cast<void*>(registry_dealloc)},
+                                                {Py_tp_traverse, reinterpret_cast<void*>(registry_traverse)},
+                                                {Py_tp_clear, reinterpret_cast<void*>(registry_clear)},
+                                                {Py_tp_methods, registry_methods},
+                                                {Py_tp_getset, registry_getset},
+                                                {Py_mp_length, reinterpret_cast<void*>(registry_len)},
+                                                {0, nullptr}};
   static inline PyType_Spec registry_spec = {Names.registry_type, sizeof(registry_object), 0,
                                              Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, registry_slots};
 
@@ -353,10 +350,10 @@ struct capi_module {
   }
   static void module_free(void* module) { module_clear(static_cast<PyObject*>(module)); }
 
-  static inline PyModuleDef_Slot module_slots[] = {{Py_mod_exec, reinterpret_cast<void*>(module_exec)},
-                                                   {0, nullptr}};
-  static inline PyModuleDef definition = {PyModuleDef_HEAD_INIT, Names.module, Names.doc, sizeof(module_state),
-                                          nullptr, module_slots, module_traverse, module_clear, module_free};
+  static inline PyModuleDef_Slot module_slots[] = {{Py_mod_exec, reinterpret_cast<void*>(module_exec)}, {0, nullptr}};
+  static inline PyModuleDef definition = {PyModuleDef_HEAD_INIT, Names.module, Names.doc,
+                                          sizeof(module_state),  nullptr,      module_slots,
+                                          module_traverse,       module_clear, module_free};
 
   // PyInit_<module>: the definition; CPython makes a module object from it at each import.
   static PyObject* init() { return PyModuleDef_Init(&definition); }

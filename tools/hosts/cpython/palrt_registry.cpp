@@ -25,18 +25,14 @@ struct palrt_map {
     } catch (const std::bad_alloc&) {
       return PyErr_NoMemory();
     }
-    return Py_BuildValue("{s:n,s:n,s:n,s:n,s:K,s:K,s:K,s:K,s:K,s:K,s:n}",
-                         "entries", static_cast<Py_ssize_t>(c.entries),
-                         "tombstones", static_cast<Py_ssize_t>(c.tombstones),
-                         "slots", static_cast<Py_ssize_t>(c.slots),
-                         "bytes", static_cast<Py_ssize_t>(c.bytes),
-                         "inserted", static_cast<unsigned long long>(c.inserted),
-                         "races_lost", static_cast<unsigned long long>(c.races_lost),
-                         "dead_replaced", static_cast<unsigned long long>(c.dead_replaced),
-                         "erased", static_cast<unsigned long long>(c.erased),
-                         "reused_slots", static_cast<unsigned long long>(c.reused_slots),
-                         "rebuilds", static_cast<unsigned long long>(c.rebuilds),
-                         "retired_tables", static_cast<Py_ssize_t>(c.retired_tables));
+    return Py_BuildValue(
+        "{s:n,s:n,s:n,s:n,s:K,s:K,s:K,s:K,s:K,s:K,s:n}", "entries", static_cast<Py_ssize_t>(c.entries), "tombstones",
+        static_cast<Py_ssize_t>(c.tombstones), "slots", static_cast<Py_ssize_t>(c.slots), "bytes",
+        static_cast<Py_ssize_t>(c.bytes), "inserted", static_cast<unsigned long long>(c.inserted), "races_lost",
+        static_cast<unsigned long long>(c.races_lost), "dead_replaced",
+        static_cast<unsigned long long>(c.dead_replaced), "erased", static_cast<unsigned long long>(c.erased),
+        "reused_slots", static_cast<unsigned long long>(c.reused_slots), "rebuilds",
+        static_cast<unsigned long long>(c.rebuilds), "retired_tables", static_cast<Py_ssize_t>(c.retired_tables));
   }
 };
 

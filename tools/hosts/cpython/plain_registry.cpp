@@ -43,14 +43,14 @@ struct plain_map {
     if (it != wrappers.end() && it->second == wrapper) wrappers.erase(it);
   }
   PyObject* stats() const {
-    return Py_BuildValue("{s:n,s:n}", "entries", static_cast<Py_ssize_t>(wrappers.size()),
-                         "buckets", static_cast<Py_ssize_t>(wrappers.bucket_count()));
+    return Py_BuildValue("{s:n,s:n}", "entries", static_cast<Py_ssize_t>(wrappers.size()), "buckets",
+                         static_cast<Py_ssize_t>(wrappers.bucket_count()));
   }
 };
 
-constexpr palrt_hosts::capi_module_names names = {
-    "plain_registry", "A native object registry whose wrappers a std::unordered_map keeps", "plain",
-    "plain_registry.Registry", "plain_registry.Native"};
+constexpr palrt_hosts::capi_module_names names = {"plain_registry",
+                                                  "A native object registry whose wrappers a std::unordered_map keeps",
+                                                  "plain", "plain_registry.Registry", "plain_registry.Native"};
 using module = palrt_hosts::capi_module<plain_map, names>;
 
 }  // namespace

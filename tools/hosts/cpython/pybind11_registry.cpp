@@ -36,9 +36,7 @@ native* native_at(const native_registry& reg, std::size_t i) {
 
 // What get() returns to Python: pybind11 finds the instance already registered for the
 // address, or makes one and registers it.
-PyObject* wrapper_of(native* n) {
-  return py::cast(n, py::return_value_policy::reference).release().ptr();
-}
+PyObject* wrapper_of(native* n) { return py::cast(n, py::return_value_policy::reference).release().ptr(); }
 
 double run_loop(const native_registry& reg, palrt_hosts::loop_kind kind, unsigned long long iterations,
                 unsigned long long seed) {
@@ -61,27 +59,32 @@ void bind(py::module_& m) {
   py::class_<native>(m, "Native", py::dynamic_attr())
       .def_readonly("index", &native::index)
       .def_readwrite("value", &native::value)
-      .def("__repr__", [](const native& n) { return "<pybind11_registry.Native index=" + std::to_string(n.index) + ">"; });
+      .def("__repr__",
+           [](const native& n) { return "<pybind11_registry.Native index=" + std::to_string(n.index) + ">"; });
   py::class_<native_registry>(m, "Registry")
       .def(py::init<std::size_t>(), py::arg("n"))
       .def("__len__", &native_registry::size)
-      .def("get", [](const native_registry& reg, std::size_t i) { return native_at(reg, i); },
-           py::return_value_policy::reference)
-      .def("bench_hit",
-           [](const native_registry& reg, unsigned long long k, unsigned long long seed) {
-             return run_loop(reg, palrt_hosts::loop_kind::hit, k, seed);
-           },
-           py::arg("k"), py::arg("seed") = 1)
-      .def("bench_churn",
-           [](const native_registry& reg, unsigned long long k, unsigned long long seed) {
-             return run_loop(reg, palrt_hosts::loop_kind::churn, k, seed);
-           },
-           py::arg("k"), py::arg("seed") = 1)
-      .def("bench_churn_empty",
-           [](const native_registry& reg, unsigned long long k, unsigned long long seed) {
-             return run_loop(reg, palrt_hosts::loop_kind::churn_empty, k, seed);
-           },
-           py::arg("k"), py::arg("seed") = 1);
+      .def(
+          "get", [](const native_registry& reg, std::size_t i) { return native_at(reg, i); },
+          py::return_value_policy::reference)
+      .def(
+          "bench_hit",
+          [](const native_registry& reg, unsigned long long k, unsigned long long seed) {
+            return run_loop(reg, palrt_hosts::loop_kind::hit, k, seed);
+          },
+          py::arg("k"), py::arg("seed") = 1)
+      .def(
+          "bench_churn",
+          [](const native_registry& reg, unsigned long long k, unsigned long long seed) {
+            return run_loop(reg, palrt_hosts::loop_kind::churn, k, seed);
+          },
+          py::arg("k"), py::arg("seed") = 1)
+      .def(
+          "bench_churn_empty",
+          [](const native_registry& reg, unsigned long long k, unsigned long long seed) {
+            return run_loop(reg, palrt_hosts::loop_kind::churn_empty, k, seed);
+          },
+          py::arg("k"), py::arg("seed") = 1);
 }
 
 // Py_mod_create: the module object of the main interpreter. The first import makes it with
@@ -120,7 +123,7 @@ PyObject* create_module(PyObject* spec, PyModuleDef*) {
 PyMODINIT_FUNC PyInit_pybind11_registry() {
   PYBIND11_CHECK_PYTHON_VERSION
   static PyModuleDef_Slot slots[] = {{Py_mod_create, reinterpret_cast<void*>(create_module)}, {0, nullptr}};
-  static PyModuleDef definition = {PyModuleDef_HEAD_INIT, "pybind11_registry", nullptr, 0, nullptr, slots,
-                                   nullptr, nullptr, nullptr};
+  static PyModuleDef definition = {
+      PyModuleDef_HEAD_INIT, "pybind11_registry", nullptr, 0, nullptr, slots, nullptr, nullptr, nullptr};
   return PyModuleDef_Init(&definition);
 }

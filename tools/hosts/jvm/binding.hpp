@@ -28,7 +28,6 @@ JNINativeMethod native_method(const char* name, const char* signature, Function*
 
 // RegisterNatives for the class `class_name` (a JNI class name); false with an exception
 // pending if the class or one of the methods is missing.
-bool register_natives(JNIEnv* env, const char* class_name, const JNINativeMethod* methods,
-                      jint count) noexcept;
+bool register_natives(JNIEnv* env, const char* class_name, const JNINativeMethod* methods, jint count) noexcept;
 
 }  // namespace palrt_jvmhost

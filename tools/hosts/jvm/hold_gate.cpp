@@ -25,7 +25,7 @@ void hold_gate::release() noexcept {
 void hold_gate::wait_for_release(const void* native) noexcept {
   std::unique_lock guard(lock_);
   if (armed_.load(std::memory_order_relaxed) != native) return;  // another call was held first
-  armed_.store(nullptr, std::memory_order_relaxed);               // one call only
+  armed_.store(nullptr, std::memory_order_relaxed);              // one call only
   held_ = true;
   changed_.notify_all();
   changed_.wait(guard, [this] { return released_; });

@@ -35,8 +35,8 @@ class hold_gate {
     // relaxed: the suite arms the gate before it makes the call (or the collection that
     // makes the sweeper call) that must be held, which reaches the calling thread through
     // synchronisation of its own (a thread start; the reference queue's lock, which the
-    // sweeper's canary passes through after the collection), so the store is visible here. A call for another pointer may miss an arm
-    // that races with it, which concerns it not; the lock decides which call is held.
+    // sweeper's canary passes through after the collection), so the store is visible here. A call for another pointer
+    // may miss an arm that races with it, which concerns it not; the lock decides which call is held.
     if (armed_.load(std::memory_order_relaxed) == native && native) [[unlikely]]
       wait_for_release(native);
   }

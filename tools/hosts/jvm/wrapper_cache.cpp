@@ -40,7 +40,7 @@ jobject JNICALL find(JNIEnv* env, jclass, jlong handle, jint i) {
 // thread cached meanwhile (then Java drops its own).
 jobject JNICALL publish(JNIEnv* env, jclass, jlong pointer, jobject wrapper) {
   const void* native = reinterpret_cast<const void*>(pointer);
-  make_gate().pass(native);  // made, not cached: the window of a creation race
+  make_gate().pass(native);                            // made, not cached: the window of a creation race
   return cache->insert(env, native, wrapper).wrapper;  // null: a Java exception is pending
 }
 

@@ -33,11 +33,11 @@ std::string_view command_name(std::uint32_t bit) noexcept;
 
 // Why a membarrier call failed, from its errno.
 enum class failure_reason {
-  none,            // it succeeded
-  not_supported,   // ENOSYS: kernel built without membarrier, or a filter answered ENOSYS
-  invalid,         // EINVAL: command unknown to this kernel, or bad flags
-  denied,          // EPERM: seccomp denied it, or PRIVATE_EXPEDITED before registration
-  other,           // anything else; the errno is kept
+  none,           // it succeeded
+  not_supported,  // ENOSYS: kernel built without membarrier, or a filter answered ENOSYS
+  invalid,        // EINVAL: command unknown to this kernel, or bad flags
+  denied,         // EPERM: seccomp denied it, or PRIVATE_EXPEDITED before registration
+  other,          // anything else; the errno is kept
 };
 
 failure_reason reason_of(int error) noexcept;

@@ -140,10 +140,10 @@ enum class registration_census {
 
 struct process_barrier_state {
   barrier_strategy strategy;
-  bool forced = false;               // chosen through PALRT_BARRIER
-  std::uint32_t membarrier_mask = 0; // QUERY result (0 when denied or skipped)
-  int registration_error = 0;        // errno of a failed registration, 0 if none / skipped
-  bool registered = false;           // this process is registered for PRIVATE_EXPEDITED
+  bool forced = false;                // chosen through PALRT_BARRIER
+  std::uint32_t membarrier_mask = 0;  // QUERY result (0 when denied or skipped)
+  int registration_error = 0;         // errno of a failed registration, 0 if none / skipped
+  bool registered = false;            // this process is registered for PRIVATE_EXPEDITED
   // Threads of this process counted from /proc right after registration (before palrt
   // starts any thread), or 0 when not counted: no registration, /proc unreadable, or
   // registration_census::if_slow and either the registration looked fast or the process's
@@ -173,9 +173,8 @@ class barrier_error : public std::system_error {
 // ignore their arguments). Thread-safe. Throws barrier_error when no strategy can be set up
 // or the one forced by PALRT_BARRIER cannot (or PALRT_BARRIER names no strategy); a failed
 // initialisation leaves nothing behind, and a later call tries again.
-const process_barrier_state& initialize_process_barrier(
-    registration_mode mode = registration_mode::register_membarrier,
-    registration_census census = registration_census::if_slow);
+const process_barrier_state& initialize_process_barrier(registration_mode mode = registration_mode::register_membarrier,
+                                                        registration_census census = registration_census::if_slow);
 
 // The state, or nullptr before initialisation.
 const process_barrier_state* process_barrier_state_if_initialized() noexcept;

@@ -180,8 +180,8 @@ class runtime {
   std::once_flag shutdown_once_;
   shutdown_report shutdown_report_;
   std::atomic<bool> shut_down_{false};  // shutdown_report_ is final (release/acquire)
-  bool holds_process_slot_ = false;  // this runtime counts as the process's live runtime
-  std::uint64_t fork_generation_ = 0;  // the fork generation it started in (pal/fork.hpp)
+  bool holds_process_slot_ = false;     // this runtime counts as the process's live runtime
+  std::uint64_t fork_generation_ = 0;   // the fork generation it started in (pal/fork.hpp)
 };
 
 // Throws startup_error. Call it from the thread that will own the runtime, before the host

@@ -19,12 +19,12 @@
 namespace palrt::startup {
 
 struct preload_status {
-  bool registered = false;     // the shim registered this process
-  bool disabled = false;       // PALRT_PRELOAD=0, false, no or off
-  bool by_pthread_create = false;  // registered in its pthread_create hook, not its constructor
-  int error = 0;               // errno of a failed registration
+  bool registered = false;          // the shim registered this process
+  bool disabled = false;            // PALRT_PRELOAD=0, false, no or off
+  bool by_pthread_create = false;   // registered in its pthread_create hook, not its constructor
+  int error = 0;                    // errno of a failed registration
   int threads_at_registration = 0;  // counted from /proc; 0 when the shim did not count
-  bool fast_path_inferred = false;   // the registration looked like the fast path (timing)
+  bool fast_path_inferred = false;  // the registration looked like the fast path (timing)
   std::int64_t registration_ns = 0;
 };
 

@@ -85,7 +85,8 @@ bool register_jni_weak_floor_natives(JNIEnv* env) noexcept {
   jclass c = env->FindClass("palrt/jvmhost/bench/JniWeakFloor");
   if (!c) return false;
   const JNINativeMethod methods[] = {
-      {const_cast<char*>("newWeak"), const_cast<char*>("(Lpalrt/jvmhost/Wrapper;)J"), reinterpret_cast<void*>(&new_weak)},
+      {const_cast<char*>("newWeak"), const_cast<char*>("(Lpalrt/jvmhost/Wrapper;)J"),
+       reinterpret_cast<void*>(&new_weak)},
       {const_cast<char*>("forget"), const_cast<char*>("([JI)V"), reinterpret_cast<void*>(&forget)},
       {const_cast<char*>("liveWeakRefs"), const_cast<char*>("()J"), reinterpret_cast<void*>(&live_weak_refs)},
   };

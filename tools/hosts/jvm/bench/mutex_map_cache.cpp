@@ -55,10 +55,10 @@ struct side_table {
 // never destroyed: the cleanup thread is a daemon, which may be inside forget() while the
 // process exits and runs static destructors.
 side_table* table = nullptr;
-jclass wrapper_class = nullptr;       // palrt.jvmhost.Wrapper, a global reference
-jmethodID wrapper_init = nullptr;     // Wrapper(long pointer)
-jclass cache_class = nullptr;         // palrt.jvmhost.bench.MutexMapWrapperCache, global
-jmethodID track_method = nullptr;     // static void track(Wrapper, long weak)
+jclass wrapper_class = nullptr;    // palrt.jvmhost.Wrapper, a global reference
+jmethodID wrapper_init = nullptr;  // Wrapper(long pointer)
+jclass cache_class = nullptr;      // palrt.jvmhost.bench.MutexMapWrapperCache, global
+jmethodID track_method = nullptr;  // static void track(Wrapper, long weak)
 
 // Object `i` of the NativeObjects array `handle`, checked as NativeObjects.pointerAt checks it
 // (the same work in every variant's call); null with a Java exception pending.

@@ -36,12 +36,12 @@ static inline long palrt_membarrier_call(int cmd, unsigned flags) {
 
 /* What one registration attempt found and did. */
 struct palrt_registration {
-  uint32_t mask;           /* QUERY result; 0 when QUERY failed (seccomp may deny it) */
-  int error;               /* 0, or the errno of the failed step (QUERY or REGISTER) */
-  int already_registered;  /* GET_REGISTRATIONS said so before REGISTER: 1, 0, or -1 when the
-                              kernel cannot tell (before 6.3) */
-  int64_t started_ns;      /* CLOCK_MONOTONIC when registration began */
-  int64_t duration_ns;     /* QUERY + GET_REGISTRATIONS + REGISTER: ~3 us fast path, ms slow */
+  uint32_t mask;          /* QUERY result; 0 when QUERY failed (seccomp may deny it) */
+  int error;              /* 0, or the errno of the failed step (QUERY or REGISTER) */
+  int already_registered; /* GET_REGISTRATIONS said so before REGISTER: 1, 0, or -1 when the
+                             kernel cannot tell (before 6.3) */
+  int64_t started_ns;     /* CLOCK_MONOTONIC when registration began */
+  int64_t duration_ns;    /* QUERY + GET_REGISTRATIONS + REGISTER: ~3 us fast path, ms slow */
 };
 
 /*

@@ -42,8 +42,8 @@ inline int futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t expected,
     r = ::syscall(SYS_futex, address, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, expected, &deadline->time, nullptr,
                   FUTEX_BITSET_MATCH_ANY);
   else
-    r = ::syscall(SYS_futex, address, FUTEX_WAIT | FUTEX_PRIVATE_FLAG, expected,
-                  deadline ? &deadline->time : nullptr, nullptr, 0);
+    r = ::syscall(SYS_futex, address, FUTEX_WAIT | FUTEX_PRIVATE_FLAG, expected, deadline ? &deadline->time : nullptr,
+                  nullptr, 0);
   return r == 0 ? 0 : errno;
 }
 

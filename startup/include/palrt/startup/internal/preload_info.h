@@ -20,10 +20,10 @@ extern "C" {
 #define PALRT_PRELOAD_INFO_VERSION 2
 
 enum palrt_preload_state {
-  PALRT_PRELOAD_NOT_RUN = 0,   /* constructor has not run and no thread was created yet */
-  PALRT_PRELOAD_DISABLED = 1,  /* PALRT_PRELOAD=0, false, no or off */
+  PALRT_PRELOAD_NOT_RUN = 0,  /* constructor has not run and no thread was created yet */
+  PALRT_PRELOAD_DISABLED = 1, /* PALRT_PRELOAD=0, false, no or off */
   PALRT_PRELOAD_REGISTERED = 2,
-  PALRT_PRELOAD_FAILED = 3,    /* registration.error says why */
+  PALRT_PRELOAD_FAILED = 3, /* registration.error says why */
 };
 
 enum palrt_preload_trigger {
@@ -32,9 +32,9 @@ enum palrt_preload_trigger {
 };
 
 struct palrt_preload_info {
-  uint32_t version;          /* PALRT_PRELOAD_INFO_VERSION */
-  int state;                 /* enum palrt_preload_state */
-  int trigger;               /* enum palrt_preload_trigger */
+  uint32_t version; /* PALRT_PRELOAD_INFO_VERSION */
+  int state;        /* enum palrt_preload_state */
+  int trigger;      /* enum palrt_preload_trigger */
   /* Threads alive when the shim registered, counted from /proc right after registering; 0
    * when not counted (the registration looked fast and nobody asked for the verbose line:
    * the shim keeps procfs off the startup path of every preloaded program). */

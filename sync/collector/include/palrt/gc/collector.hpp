@@ -122,13 +122,13 @@ struct collector_options {
 };
 
 struct collection_report {
-  std::size_t found_dead = 0;               // dead objects taken up (incl. finalized ones back)
+  std::size_t found_dead = 0;  // dead objects taken up (incl. finalized ones back)
   std::size_t queued_for_finalization = 0;
   std::size_t weak_short_cleared = 0;
   std::size_t weak_long_cleared = 0;
   std::size_t dependent_cleared = 0;
-  std::size_t retired = 0;   // unlinked, to be freed after a grace period
-  std::size_t freed = 0;     // freed by this collection (also of earlier ones)
+  std::size_t retired = 0;                // unlinked, to be freed after a grace period
+  std::size_t freed = 0;                  // freed by this collection (also of earlier ones)
   std::size_t awaiting_grace_period = 0;  // retired and not freed yet, after it
   std::size_t rounds = 0;
   // finalize() calls this collect() ran itself, no finalizer thread being attached (see the

@@ -227,7 +227,7 @@ class object_access {
  public:
   static void begin_construction(collector& c) noexcept;
   static void end_construction() noexcept;  // after a constructor threw
-  static void created(object& o);  // the object exists: count it, maybe collect
+  static void created(object& o);           // the object exists: count it, maybe collect
   // The handle table of the object's collector (where its typed handles live).
   static handle_table& table_of(const object& o) noexcept;
   // The state of the object's collector, as an identity: unlike a table's or a collector's

@@ -71,7 +71,8 @@ reader_record* register_current_reader();
 class read_section {
  public:
   read_section() : record_(detail::current_reader) {
-    if (!record_) [[unlikely]] record_ = detail::register_current_reader();
+    if (!record_) [[unlikely]]
+      record_ = detail::register_current_reader();
     // relaxed: the thread's own word, read back.
     const std::uint64_t s = record_->state.load(std::memory_order_relaxed);
     if (s == 0) {

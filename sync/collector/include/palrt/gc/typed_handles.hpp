@@ -116,7 +116,8 @@ class dependent_handle {
   dependent_handle() noexcept = default;
   // Both must be alive objects of the same collector (std::invalid_argument otherwise).
   dependent_handle(const ref<P>& primary, const ref<S>& secondary) {
-    if (!primary || !secondary) throw std::invalid_argument("palrt: dependent_handle: primary and secondary are required");
+    if (!primary || !secondary)
+      throw std::invalid_argument("palrt: dependent_handle: primary and secondary are required");
     handle_table& table = detail::object_access::table_of(*primary);
     if (&detail::object_access::table_of(*secondary) != &table)
       throw std::invalid_argument("palrt: dependent_handle: primary and secondary belong to different collectors");

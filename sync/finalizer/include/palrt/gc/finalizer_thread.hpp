@@ -4,10 +4,10 @@
 //
 // collect() (collector.hpp) queues dead finalizable objects and wakes this thread (an
 // auto-reset event: wake-ups coalesce). The thread takes the objects from the queue one at a
-// time, oldest first, reporting progress in batches; each finalize() runs with its exceptions contained: counted, handed to the host's
-// handler (or, without one, the first reported on stderr), and the thread goes on. A
-// finalized object goes back to the collector, whose next collect() clears its long weak
-// handles and frees it (unless the finalizer resurrected it).
+// time, oldest first, reporting progress in batches; each finalize() runs with its exceptions contained: counted,
+// handed to the host's handler (or, without one, the first reported on stderr), and the thread goes on. A finalized
+// object goes back to the collector, whose next collect() clears its long weak handles and frees it (unless the
+// finalizer resurrected it).
 //
 // wait_for_pending_finalizers() waits for exactly the objects queued before the call (a
 // sequence number, not "the next time the queue is empty"), so it cannot return on a drain
@@ -84,18 +84,19 @@ struct finalizer_options {
   // Called on the finalizer thread with each exception a finalize() threw, if set. It must
   // not throw (what it throws is swallowed). Without it the first one is reported on stderr
   // and every one is counted.
-  std::function<void(std::exception_ptr)> on_exception = {};  // "= {}" keeps finalizer_options{.batch = n} free of -Wmissing-field-initializers
+  std::function<void(std::exception_ptr)> on_exception =
+      {};  // "= {}" keeps finalizer_options{.batch = n} free of -Wmissing-field-initializers
 };
 
 struct finalizer_counters {
-  std::uint64_t finalized = 0;       // finalize() calls that returned or threw
-  std::uint64_t exceptions = 0;      // of them, the ones that threw
+  std::uint64_t finalized = 0;   // finalize() calls that returned or threw
+  std::uint64_t exceptions = 0;  // of them, the ones that threw
   std::uint64_t resurrected = 0;
-  std::uint64_t pending = 0;         // queued, not run yet
-  std::uint64_t left_at_stop = 0;    // queued and not run when the thread last stopped
+  std::uint64_t pending = 0;       // queued, not run yet
+  std::uint64_t left_at_stop = 0;  // queued and not run when the thread last stopped
   std::int64_t longest_finalizer_ns = 0;
   std::int64_t running_finalizer_ns = 0;  // how long the current finalize() has run; 0 if none
-  std::string last_exception;        // what() of the last one (or a description)
+  std::string last_exception;             // what() of the last one (or a description)
 };
 
 // A host collector's queue of ready finalizers, served by a finalizer_thread.
@@ -115,7 +116,7 @@ struct host_finalization_source {
 };
 
 enum class pending_finalizers {
-  finalized,    // every object queued before the call has been finalized
+  finalized,  // every object queued before the call has been finalized
   timed_out,
   not_running,  // the finalizer thread is not running (never started, or stopped)
 };

@@ -102,10 +102,10 @@ class dependent_promotion {
 
   const handle_table& table_;
   const std::uint8_t condemned_;
-  std::uint64_t epoch_;    // in the top byte, as the buckets' heads carry it
-  std::size_t end_;        // the dependent blocks when the promotion was made
-  void* buckets_;          // the table's bucket table then (internal::promotion_buckets::table)
-  bool indexed_;           // the table keeps an index (its blocks' side areas are laid out so)
+  std::uint64_t epoch_;  // in the top byte, as the buckets' heads carry it
+  std::size_t end_;      // the dependent blocks when the promotion was made
+  void* buckets_;        // the table's bucket table then (internal::promotion_buckets::table)
+  bool indexed_;         // the table keeps an index (its blocks' side areas are laid out so)
   std::size_t pending_ = 0;
   bool started_ = false;
 };

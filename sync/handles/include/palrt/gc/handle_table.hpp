@@ -253,8 +253,8 @@ class handle_slot {
     return secondary_->load(std::memory_order_acquire);
   }
   bool relocate_secondary(void* from, void* to) const noexcept {
-    return secondary_ && secondary_->compare_exchange_strong(from, to, std::memory_order_release,
-                                                             std::memory_order_relaxed);
+    return secondary_ &&
+           secondary_->compare_exchange_strong(from, to, std::memory_order_release, std::memory_order_relaxed);
   }
 
  private:
@@ -556,8 +556,8 @@ inline void* handle_table::release(handle h) noexcept {
         // nanosecond per pair (docs/BENCHMARKS.md).
         const std::uint32_t g = gate_.load(std::memory_order_acquire) & ~std::uint32_t{1};
         void* const old = h.slot_->load(std::memory_order_acquire);
-        if (old != marker && cache.count < detail::handle_cache::capacity &&
-            gate_.load(std::memory_order_relaxed) == g) [[likely]] {
+        if (old != marker && cache.count < detail::handle_cache::capacity && gate_.load(std::memory_order_relaxed) == g)
+            [[likely]] {
           // A load and a store, no read-modify-write: see release_slow() for why that is
           // enough for these kinds. release: the caller's uses of the slot come before reuse.
           h.slot_->store(marker, std::memory_order_release);

@@ -102,21 +102,20 @@ class handle_walk {
   }
   template <class IsAlive>
   std::size_t sweep(IsAlive&& is_alive) {
-    return sweep_erased(detail::erase(is_alive), &detail::call_predicate<std::remove_reference_t<IsAlive>>,
-                        nullptr, nullptr);
+    return sweep_erased(detail::erase(is_alive), &detail::call_predicate<std::remove_reference_t<IsAlive>>, nullptr,
+                        nullptr);
   }
   // As handle_table::sweep_weak_batched: the test called once per up to
   // handle_table::sweep_batch targets, is_alive(std::span<void* const>, std::span<bool>).
   template <class IsAliveBatch, class OnCleared>
   std::size_t sweep_batched(IsAliveBatch&& is_alive, OnCleared&& on_cleared) {
     return sweep_batched_erased(detail::erase(is_alive), &detail::call_batch<std::remove_reference_t<IsAliveBatch>>,
-                                detail::erase(on_cleared),
-                                &detail::call_cleared<std::remove_reference_t<OnCleared>>);
+                                detail::erase(on_cleared), &detail::call_cleared<std::remove_reference_t<OnCleared>>);
   }
   template <class IsAliveBatch>
   std::size_t sweep_batched(IsAliveBatch&& is_alive) {
-    return sweep_batched_erased(detail::erase(is_alive),
-                                &detail::call_batch<std::remove_reference_t<IsAliveBatch>>, nullptr, nullptr);
+    return sweep_batched_erased(detail::erase(is_alive), &detail::call_batch<std::remove_reference_t<IsAliveBatch>>,
+                                nullptr, nullptr);
   }
 
   // --- Sweep and relocate in one pass (weak_short, weak_long, dependent) ---
@@ -134,8 +133,7 @@ class handle_walk {
   template <class Forward, class OnCleared>
   std::size_t sweep_relocate(Forward&& forward, OnCleared&& on_cleared) {
     return sweep_relocate_erased(detail::erase(forward), &detail::call_forward<std::remove_reference_t<Forward>>,
-                                 detail::erase(on_cleared),
-                                 &detail::call_cleared<std::remove_reference_t<OnCleared>>);
+                                 detail::erase(on_cleared), &detail::call_cleared<std::remove_reference_t<OnCleared>>);
   }
   template <class Forward>
   std::size_t sweep_relocate(Forward&& forward) {

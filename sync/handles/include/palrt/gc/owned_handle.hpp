@@ -21,8 +21,7 @@ class owned_handle {
   owned_handle() noexcept = default;
   owned_handle(handle_table& table, handle_kind kind, void* target, void* secondary = nullptr)
       : table_(&table), handle_(table.allocate(kind, target, secondary)) {}
-  owned_handle(owned_handle&& other) noexcept
-      : table_(other.table_), handle_(std::exchange(other.handle_, handle{})) {}
+  owned_handle(owned_handle&& other) noexcept : table_(other.table_), handle_(std::exchange(other.handle_, handle{})) {}
   owned_handle& operator=(owned_handle&& other) noexcept {
     if (this != &other) {
       reset();

@@ -337,7 +337,7 @@ class host_map_core {
   std::unique_ptr<internal::host_map_state> state_;
   const unsigned bucket_bits_;
   std::atomic<std::atomic<bucket_table*>*> reader_tables_;  // see view()
-  std::atomic<bool> closed_{false};  // for the writers and closed(); lookups need no flag
+  std::atomic<bool> closed_{false};                         // for the writers and closed(); lookups need no flag
 };
 
 }  // namespace detail
@@ -358,8 +358,7 @@ class host_identity_cache {
   // get_or_create(); for a policy without one, a type that no call accepts.
   using context = typename detail::host_policy_context<Policy>::type;
 
-  explicit host_identity_cache(host_cache_options options = {})
-    requires std::is_default_constructible_v<Policy>
+  explicit host_identity_cache(host_cache_options options = {}) requires std::is_default_constructible_v<Policy>
       : host_identity_cache(Policy{}, options) {}
   // A policy with state of its own (the interpreter, the VM): kept for the cache's life,
   // its const members called from any thread.
@@ -373,14 +372,10 @@ class host_identity_cache {
 
   // The wrapper of `identity`, acquired (Policy::try_acquire), or null (always for null and
   // ~0, and after close()). Never calls out but to try_acquire.
-  [[nodiscard]] void* try_get(const void* identity) const noexcept
-    requires(!takes_context)
-  {
+  [[nodiscard]] void* try_get(const void* identity) const noexcept requires(!takes_context) {
     return try_get_with(identity, nullptr);
   }
-  [[nodiscard]] void* try_get(context c, const void* identity) const noexcept
-    requires takes_context
-  {
+  [[nodiscard]] void* try_get(context c, const void* identity) const noexcept requires takes_context {
     return try_get_with(identity, &c);
   }
   // The wrapper of `identity` without try_acquire, or null (also after close()): valid for
@@ -407,28 +402,20 @@ class host_identity_cache {
   // its wrapper released); in a fork()ed child (grace_period) pal::forked_child_error.
   // Nothing was cached then.
   template <class Factory>
-  [[nodiscard]] host_entry get_or_create(const void* identity, Factory&& factory)
-    requires(!takes_context)
-  {
+  [[nodiscard]] host_entry get_or_create(const void* identity, Factory&& factory) requires(!takes_context) {
     return get_or_create_with(identity, factory, nullptr);
   }
   template <class Factory>
-  [[nodiscard]] host_entry get_or_create(context c, const void* identity, Factory&& factory)
-    requires takes_context
-  {
+  [[nodiscard]] host_entry get_or_create(context c, const void* identity, Factory&& factory) requires takes_context {
     return get_or_create_with(identity, factory, &c);
   }
   // Caches `wrapper` (the caller keeps its reference: the cache takes none) for `identity`,
   // unless a live wrapper is cached for it already: that one is returned, acquired, and
   // `wrapper` is left to the caller. Throws as get_or_create() does (no factory).
-  [[nodiscard]] host_entry insert(const void* identity, void* wrapper)
-    requires(!takes_context)
-  {
+  [[nodiscard]] host_entry insert(const void* identity, void* wrapper) requires(!takes_context) {
     return insert_with(identity, wrapper, nullptr);
   }
-  [[nodiscard]] host_entry insert(context c, const void* identity, void* wrapper)
-    requires takes_context
-  {
+  [[nodiscard]] host_entry insert(context c, const void* identity, void* wrapper) requires takes_context {
     return insert_with(identity, wrapper, &c);
   }
   // Removes the entry of token.identity() if it maps it to token.wrapper(): true if it did.

@@ -137,14 +137,14 @@ struct cache_options {
 // Relaxed snapshots; entries and tombstones are summed over buckets, each read under its lock.
 struct cache_counters {
   std::size_t buckets = 0;
-  std::size_t entries = 0;      // entries in the map, dead wrappers not yet removed included
-  std::size_t tombstones = 0;   // removed entries still occupying a slot (palrt design)
-  std::uint64_t inserted = 0;   // wrappers made by a factory and cached
-  std::uint64_t races_lost = 0; // factory results dropped because another thread won
+  std::size_t entries = 0;          // entries in the map, dead wrappers not yet removed included
+  std::size_t tombstones = 0;       // removed entries still occupying a slot (palrt design)
+  std::uint64_t inserted = 0;       // wrappers made by a factory and cached
+  std::uint64_t races_lost = 0;     // factory results dropped because another thread won
   std::uint64_t dead_replaced = 0;  // entries of dead wrappers replaced by get_or_create
-  std::uint64_t removed = 0;    // entries removed by exact handle (remove(), finalization)
-  std::uint64_t rebuilds = 0;   // bucket tables grown or compacted (palrt design)
-  std::size_t retired_tables = 0;  // replaced tables waiting for a grace period
+  std::uint64_t removed = 0;        // entries removed by exact handle (remove(), finalization)
+  std::uint64_t rebuilds = 0;       // bucket tables grown or compacted (palrt design)
+  std::size_t retired_tables = 0;   // replaced tables waiting for a grace period
 };
 
 // Thrown by get_or_create when the factory returns a wrapper that is already the wrapper of
@@ -332,8 +332,7 @@ class identity_cache {
   // find() for the designs without an inline hit path.
   gc::object* find_slow(const void* identity) const noexcept;
   gc::ref<gc::object> get_or_create_outbound_erased(gc::object* managed, wrapper_object* slots,
-                                                        detail::factory_fn factory, void* context,
-                                                        const void* argument);
+                                                    detail::factory_fn factory, void* context, const void* argument);
   gc::ref<gc::object> try_get_outbound_erased(gc::object& managed, wrapper_object* slots) const;
   // The field's wrapper if this cache owns the field (inline: one load and a compare).
   gc::object* field_outbound(const wrapper_object& slots) const noexcept;

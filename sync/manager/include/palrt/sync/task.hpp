@@ -59,8 +59,8 @@ class task {
   }
 
   template <class D>
-  static constexpr bool stored_inline = sizeof(D) <= inline_size && alignof(D) <= alignof(std::max_align_t) &&
-                                        std::is_nothrow_move_constructible_v<D>;
+  static constexpr bool stored_inline =
+      sizeof(D) <= inline_size && alignof(D) <= alignof(std::max_align_t) && std::is_nothrow_move_constructible_v<D>;
 
  private:
   struct operations {
@@ -69,21 +69,20 @@ class task {
     void (*destroy)(void*) noexcept;
   };
   template <class D>
-  static constexpr operations inline_ops{
-      [](void* p) { (*static_cast<D*>(p))(); },
-      [](void* from, void* to) noexcept {
-        ::new (to) D(std::move(*static_cast<D*>(from)));
-        static_cast<D*>(from)->~D();
-      },
-      [](void* p) noexcept { static_cast<D*>(p)->~D(); }};
+  static constexpr operations inline_ops{[](void* p) { (*static_cast<D*>(p))(); },
+                                         [](void* from, void* to) noexcept {
+                                           ::new (to) D(std::move(*static_cast<D*>(from)));
+                                           static_cast<D*>(from)->~D();
+                                         },
+                                         [](void* p) noexcept { static_cast<D*>(p)->~D(); }};
   template <class D>
-  static constexpr operations heap_ops{
-      [](void* p) { (**static_cast<std::unique_ptr<D>*>(p))(); },
-      [](void* from, void* to) noexcept {
-        ::new (to) std::unique_ptr<D>(std::move(*static_cast<std::unique_ptr<D>*>(from)));
-        static_cast<std::unique_ptr<D>*>(from)->~unique_ptr();
-      },
-      [](void* p) noexcept { static_cast<std::unique_ptr<D>*>(p)->~unique_ptr(); }};
+  static constexpr operations heap_ops{[](void* p) { (**static_cast<std::unique_ptr<D>*>(p))(); },
+                                       [](void* from, void* to) noexcept {
+                                         ::new (to)
+                                             std::unique_ptr<D>(std::move(*static_cast<std::unique_ptr<D>*>(from)));
+                                         static_cast<std::unique_ptr<D>*>(from)->~unique_ptr();
+                                       },
+                                       [](void* p) noexcept { static_cast<std::unique_ptr<D>*>(p)->~unique_ptr(); }};
 
   void take(task& other) noexcept {
     ops_ = other.ops_;

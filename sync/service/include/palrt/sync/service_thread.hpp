@@ -68,9 +68,9 @@ class service_thread {
   void wake() noexcept;
 
   // Requests stop, wakes the thread and waits up to `timeout` for it to finish:
-  // request_stop() (once per launch: a second request wakes nothing) and then join(). true if it was joined (or never started). A thread that
-  // did not finish in time is detached with the state it uses, so nothing is freed under
-  // it; the caller reports it. The thread may be started again afterwards.
+  // request_stop() (once per launch: a second request wakes nothing) and then join(). true if it was joined (or never
+  // started). A thread that did not finish in time is detached with the state it uses, so nothing is freed under it;
+  // the caller reports it. The thread may be started again afterwards.
   [[nodiscard]] bool stop(std::chrono::nanoseconds timeout = default_stop_timeout);
   // The two halves of stop(), so that several threads can wind down at the same time.
   void request_stop() noexcept;

@@ -78,8 +78,7 @@ struct [[nodiscard]] wait_result {
 
 enum class alertable : bool { no = false, yes = true };
 
-wait_result wait_one(const handle& object, std::chrono::nanoseconds timeout = infinite,
-                     alertable mode = alertable::no);
+wait_result wait_one(const handle& object, std::chrono::nanoseconds timeout = infinite, alertable mode = alertable::no);
 wait_result wait_any(std::span<const handle> objects, std::chrono::nanoseconds timeout = infinite,
                      alertable mode = alertable::no);
 wait_result wait_all(std::span<const handle> objects, std::chrono::nanoseconds timeout = infinite,

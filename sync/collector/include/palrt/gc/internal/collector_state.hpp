@@ -29,17 +29,17 @@ namespace palrt::gc::internal {
 // Objects' state_ (object.hpp), written by the collector and the finalizer thread.
 enum object_state : std::uint8_t {
   live = 0,
-  condemned = 1,     // dead, its handles being cleared; retired at the end of the collection
-  f_reachable = 2,   // dead, queued for finalization
-  finalizing = 3,    // its finalize() is running
-  finalized = 4,     // finalize() returned without resurrecting it: back to the collector
+  condemned = 1,    // dead, its handles being cleared; retired at the end of the collection
+  f_reachable = 2,  // dead, queued for finalization
+  finalizing = 3,   // its finalize() is running
+  finalized = 4,    // finalize() returned without resurrecting it: back to the collector
 };
 
 // Objects' flags_ (object.hpp).
 enum object_flags : std::uint8_t {
-  has_finalizer = 1,           // a finalizable
+  has_finalizer = 1,            // a finalizable
   finalization_registered = 2,  // finalize it when found dead (suppress_finalize clears it)
-  resurrected = 4,             // set by resurrect() while its finalize() runs
+  resurrected = 4,              // set by resurrect() while its finalize() runs
 };
 
 // A FIFO of dead objects waiting for their finalizer, linked through object::next_; the
@@ -80,8 +80,8 @@ class finalization_queue {
   void (*wake_)(void*) = nullptr;
   void* wake_context_ = nullptr;
   bool consumer_ = false;
-  std::size_t queued_ = 0;   // objects in the list
-  std::size_t waiters_ = 0;  // threads in wait_until_completed()
+  std::size_t queued_ = 0;                   // objects in the list
+  std::size_t waiters_ = 0;                  // threads in wait_until_completed()
   std::atomic<std::uint64_t> enqueued_{0};   // written under lock_
   std::atomic<std::uint64_t> completed_{0};  // written under lock_
 };
@@ -110,7 +110,7 @@ struct collector_state {
   std::atomic<object*> finalized_list{nullptr};
   finalization_queue finalization;
 
-  std::mutex collect_lock;          // one collection at a time
+  std::mutex collect_lock;             // one collection at a time
   std::vector<retired_batch> retired;  // under collect_lock
   std::atomic<std::uint64_t> awaiting_grace{0};
   std::atomic<std::uint64_t> freed{0};
@@ -120,7 +120,7 @@ struct collector_state {
   // collect() runs the queue itself while no finalizer thread consumes it (collector.cpp):
   // requests since the running drain began (0: none runs), and what those drains did.
   std::atomic<std::uint32_t> inline_finalization_requests{0};
-  std::atomic<std::uint64_t> finalized_inline{0};             // relaxed: counters
+  std::atomic<std::uint64_t> finalized_inline{0};  // relaxed: counters
   std::atomic<std::uint64_t> inline_finalizer_exceptions{0};
 
   static void push(std::atomic<object*>& list, object* first, object* last) noexcept;

@@ -44,9 +44,9 @@ void free_object_memory(void* p, std::size_t size) noexcept;
 struct object_memory_stats {
   std::size_t cached_blocks = 0;
   std::size_t cached_bytes = 0;
-  std::uint64_t reused = 0;     // allocations served from the cache
-  std::uint64_t allocated = 0;  // allocations that went to operator new
-  std::uint64_t spilled = 0;    // frees that went to operator delete: the cache was full
+  std::uint64_t reused = 0;          // allocations served from the cache
+  std::uint64_t allocated = 0;       // allocations that went to operator new
+  std::uint64_t spilled = 0;         // frees that went to operator delete: the cache was full
   std::uint64_t lists_released = 0;  // lists of other sizes given back to make room
 };
 object_memory_stats this_thread_object_memory() noexcept;

@@ -51,12 +51,9 @@ struct alignas(handle_block_bytes) handle_block {
   alignas(handle_block_header_bytes) std::atomic<void*> slots[handle_block_slots];
 
   static handle_block* of(const std::atomic<void*>* slot) noexcept {
-    return reinterpret_cast<handle_block*>(reinterpret_cast<std::uintptr_t>(slot) &
-                                           ~(handle_block_bytes - 1));
+    return reinterpret_cast<handle_block*>(reinterpret_cast<std::uintptr_t>(slot) & ~(handle_block_bytes - 1));
   }
-  std::size_t index_of(const std::atomic<void*>* slot) const noexcept {
-    return static_cast<std::size_t>(slot - slots);
-  }
+  std::size_t index_of(const std::atomic<void*>* slot) const noexcept { return static_cast<std::size_t>(slot - slots); }
 };
 static_assert(sizeof(handle_block) == handle_block_bytes);
 static_assert(offsetof(handle_block, age) + sizeof(void*) <= handle_block_header_bytes);

@@ -33,19 +33,29 @@ void* erase(F& f) noexcept {
   return const_cast<void*>(static_cast<const void*>(std::addressof(f)));
 }
 template <class F>
-bool call_predicate(void* f, void* target) { return (*static_cast<F*>(f))(target); }
+bool call_predicate(void* f, void* target) {
+  return (*static_cast<F*>(f))(target);
+}
 template <class F>
-void call_visit(void* f, void* target) { (*static_cast<F*>(f))(target); }
+void call_visit(void* f, void* target) {
+  (*static_cast<F*>(f))(target);
+}
 template <class F>
-void call_cleared(void* f, void* target, void* secondary) { (*static_cast<F*>(f))(target, secondary); }
+void call_cleared(void* f, void* target, void* secondary) {
+  (*static_cast<F*>(f))(target, secondary);
+}
 template <class F>
 void call_batch(void* f, std::span<void* const> targets, std::span<bool> alive) {
   (*static_cast<F*>(f))(targets, alive);
 }
 template <class F, class Slot = handle_slot>  // Slot: complete only where it is called
-void call_slot(void* f, Slot slot) { (*static_cast<F*>(f))(slot); }
+void call_slot(void* f, Slot slot) {
+  (*static_cast<F*>(f))(slot);
+}
 template <class F>
-void* call_forward(void* f, void* target) { return (*static_cast<F*>(f))(target); }
+void* call_forward(void* f, void* target) {
+  return (*static_cast<F*>(f))(target);
+}
 
 }  // namespace detail
 }  // namespace palrt::gc

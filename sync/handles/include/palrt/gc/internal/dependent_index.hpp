@@ -82,7 +82,7 @@ class dependent_index {
   };
   struct table {
     std::size_t mask;
-    unsigned generation;  // which of a node's next fields this table's chains use
+    unsigned generation;        // which of a node's next fields this table's chains use
     table* replaced = nullptr;  // the table before this one (kept, see above)
     bucket* buckets;
   };

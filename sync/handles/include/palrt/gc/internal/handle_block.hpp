@@ -51,8 +51,8 @@ struct handle_kind_state {
   std::atomic<handle_block*> blocks{nullptr};  // newest first (see handle_block::next)
   // The same blocks by number, with their ages: what the walks go through (handle_walk.hpp).
   block_directory directory;
-  handle_block* cursor = nullptr;              // where the next refill starts looking
-  std::atomic<std::size_t> block_count{0};     // relaxed: a statistic
+  handle_block* cursor = nullptr;           // where the next refill starts looking
+  std::atomic<std::size_t> block_count{0};  // relaxed: a statistic
 };
 
 struct handle_table_state {
@@ -101,8 +101,8 @@ inline std::atomic<void*>** dependent_links(const handle_block* block, bool inde
                                                 (indexed ? handle_block_slots * sizeof(dependent_index_node) : 0));
 }
 inline constexpr std::size_t dependent_side_bytes(bool indexed) noexcept {
-  return handle_block_slots * (sizeof(std::atomic<void*>) + (indexed ? sizeof(dependent_index_node) : 0) +
-                               sizeof(void*));
+  return handle_block_slots *
+         (sizeof(std::atomic<void*>) + (indexed ? sizeof(dependent_index_node) : 0) + sizeof(void*));
 }
 static_assert(handle_block_slots * sizeof(std::atomic<void*>) % alignof(dependent_index_node) == 0);
 
@@ -124,8 +124,7 @@ inline void for_each_taken_slot(handle_block* block, F&& f) {
 
 // A sweep's clear of one slot found holding the dead `target`: 1 if it cleared it (and
 // reported it with its secondary), 0 if the slot changed since it was read.
-std::size_t clear_dead(handle_block* block, std::size_t i, void* target, void* on_cleared,
-                       detail::cleared_fn cleared);
+std::size_t clear_dead(handle_block* block, std::size_t i, void* target, void* on_cleared, detail::cleared_fn cleared);
 
 // Returns the oldest `n` slots of `cache`, all of the kind `kind`, to their blocks
 // (lock-free: clears their bits).

@@ -72,7 +72,8 @@ class handle_table_access {
   // Called while a refill (take) or a return (put) holds a batch that is on no stack: after
   // take popped a full batch and before it copied it out; after put copied the cache's slots
   // into a container and before it removed them from the cache and published the batch.
-  static void set_depot_transit_hook(handle_table& table, handle_kind kind, void (*hook)(void*), void* context) noexcept;
+  static void set_depot_transit_hook(handle_table& table, handle_kind kind, void (*hook)(void*),
+                                     void* context) noexcept;
 };
 
 }  // namespace palrt::gc::internal

@@ -75,7 +75,7 @@
 namespace palrt::boehm {
 
 struct binding_counters {
-  std::uint64_t collections = 0;          // collections whose reclaim ended with the binding
+  std::uint64_t collections = 0;  // collections whose reclaim ended with the binding
   std::uint64_t weak_short_cleared = 0;
   std::uint64_t weak_long_cleared = 0;
   std::uint64_t dependent_cleared = 0;

@@ -217,7 +217,7 @@ class identity_cache {
   struct java_exception_pending {};
 
   static void throw_java(JNIEnv* env, const char* class_name, const char* message) noexcept {
-    if (env->ExceptionCheck()) return;  // one pending already
+    if (env->ExceptionCheck()) return;                                     // one pending already
     if (jclass c = env->FindClass(class_name)) env->ThrowNew(c, message);  // else: one pending
   }
   // A dying entry's weak reference that an insert replaced: deleted by the next sweep.
@@ -259,7 +259,7 @@ identity_cache::entry identity_cache::get(JNIEnv* env, const void* native, Make&
       return {made, true};
     }
     if (weak) deleted_.fetch_add(1, std::memory_order_relaxed);  // the policy's release() deleted it
-    if (made) env->DeleteLocalRef(made);  // lost a race: the winner, acquired, is returned
+    if (made) env->DeleteLocalRef(made);                         // lost a race: the winner, acquired, is returned
     return {c.acquired, false};
   } catch (const java_exception_pending&) {
   } catch (const interop::host_cache_closed& e) {
@@ -307,7 +307,7 @@ inline std::size_t identity_cache::sweep(JNIEnv* env) noexcept {
       }
     });
   } catch (const std::bad_alloc&) {
-    removed = dead.size();  // the batches removed before the failure: deleted below
+    removed = dead.size();             // the batches removed before the failure: deleted below
   } catch (const std::exception& e) {  // nothing a JVM process meets (a fork()ed child's error)
     throw_java(env, "java/lang/IllegalStateException", e.what());
     return 0;
@@ -349,7 +349,7 @@ inline void identity_cache::close(JNIEnv* env) noexcept {
   std::lock_guard<std::mutex> turn(sweep_lock_);
   if (quiesced_) return;
   try {
-    cache_.close();  // returns once no lookup or insert is in progress
+    cache_.close();                      // returns once no lookup or insert is in progress
   } catch (const std::logic_error& e) {  // inside a read section: a binding's bug
     throw_java(env, "java/lang/IllegalStateException", e.what());
     return;

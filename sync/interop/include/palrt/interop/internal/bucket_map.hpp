@@ -39,8 +39,8 @@ class bucket_map final : public entry_map {
   // invalidate the line readers load the table pointer from (tables_).
   struct alignas(64) bucket_writer {
     std::mutex lock;
-    std::size_t used = 0;        // keys and tombstones in the current table
-    std::size_t live = 0;        // keys
+    std::size_t used = 0;  // keys and tombstones in the current table
+    std::size_t live = 0;  // keys
     std::size_t tombstones = 0;
     std::uint64_t rebuilds = 0;
     std::uint64_t dead_replaced = 0;

@@ -60,9 +60,7 @@ class identity_cache_access {
   static bucket_map* buckets(identity_cache& c) noexcept { return dynamic_cast<bucket_map*>(c.state_->map.get()); }
   // From now on every reclaim of `m` calls o->scanned() between its scan and its
   // lock; null stops it. `o` must outlive the reclaims that may call it.
-  static void watch_reclaims(bucket_map& m, reclaim_observer* o) noexcept {
-    m.retired_.watch(o);
-  }
+  static void watch_reclaims(bucket_map& m, reclaim_observer* o) noexcept { m.retired_.watch(o); }
   // The table a reader of `identity`'s bucket loads now (A' in bucket_map.cpp).
   static bucket_table* table_of(const bucket_map& m, const void* identity) noexcept {
     const std::size_t b = detail::bucket_of(detail::fibonacci_hash(identity), m.bucket_bits_);

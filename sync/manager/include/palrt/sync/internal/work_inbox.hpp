@@ -47,7 +47,9 @@ class work_inbox {
   // Whether priority p / any priority has items. seq_cst: the worker's re-check before it
   // parks (worker_state.hpp, fence pair W); relaxed would do for the spin, which only needs a
   // hint, but one load of a line it reads anyway costs the same either way on x86.
-  bool has_items(std::size_t p) const noexcept { return (heads_[p].word.load(std::memory_order_seq_cst) & ~closed_bit) != 0; }
+  bool has_items(std::size_t p) const noexcept {
+    return (heads_[p].word.load(std::memory_order_seq_cst) & ~closed_bit) != 0;
+  }
   bool has_any() const noexcept;
   // Whether close() has finished: it sets the bits from the first head to the last, so the
   // last head's bit says all are set. seq_cst: the worker's re-check before it parks, as above
