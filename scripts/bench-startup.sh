@@ -108,14 +108,29 @@ for variant in "" "--order threads-first" "--order no-membarrier" "--sync-worker
   done
 done
 
+# The C++ floor's own timings, as many runs with one thread and with two: its registration
+# and its threads' start and join, what palrt-startup's bootstrap plus shutdown is judged
+# against.
+floor_reports=results/floor-reports.json
+: >"$floor_reports"
+for threads in 1 2; do
+  for ((i = 0; i < report_runs; i++)); do
+    if ! "$reference_cpp" --report json --threads "$threads" >>"$floor_reports"; then
+      echo "bench-startup: '$reference_cpp --report json --threads $threads' failed" >&2
+      exit 1
+    fi
+  done
+done
+
 # The targets (issue 27): palrt-startup within 1.25x of the C floor and 1.05x of the C++
 # floor; with the eager sync worker within 1.30x of the two-thread C floor (and, without a
 # target yet, its ratio to the two-thread C++ floor); the shim row within 1.05x of its
-# baseline (the ratio column of row 10).
+# baseline (the ratio column of row 10); bootstrap plus shutdown within 25 us of the C++
+# floor's registration, thread start and join.
 load_line=$("$python" scripts/machine_load.py report --since "$load_start" --pid $$)
 "$python" scripts/startup_report.py summary --hyperfine "${round_files[@]}" \
   --baselines 1,6,9,11 --compare 1/4:1.25 --compare 1/5:1.05 --compare 6/7:1.30 --compare 6/8 \
-  --reports "$reports" \
+  --reports "$reports" --floor-reports "$floor_reports" \
   --command "RUNS=$runs ROUNDS=$rounds REPORT_RUNS=$report_runs scripts/bench-startup.sh" \
   --out results/summary.md
 # What else the machine did meanwhile: a reader tells a disturbed run from a regression.
@@ -123,4 +138,4 @@ printf '\n%s\n' "$load_line" | tee -a results/summary.md
 echo "bench-startup: each round's load is in its JSON (results/startup-round-N.json, \"machine\": {\"load\"})" >&2
 "$python" scripts/startup_report.py plot --hyperfine "${round_files[@]}" \
   --baselines 1,6,9,11 --out results/startup.png
-echo "bench-startup: wrote results/startup-round-*.json and .md, startup-reports.json, summary.md, startup.png"
+echo "bench-startup: wrote results/startup-round-*.json and .md, startup-reports.json, floor-reports.json, summary.md, startup.png"

@@ -4,7 +4,8 @@
 
     startup_report.py summary --hyperfine results/startup-round-*.json --baselines 1,5,7,9
                               [--compare 1/4:1.35 --compare 5/6:1.35]
-                              [--reports results/startup-reports.json]
+                              [--reports results/startup-reports.json
+                               [--floor-reports results/floor-reports.json]]
                               [--command TEXT] [--out results/summary.md]
     startup_report.py plot    --hyperfine results/startup-round-*.json [--baselines 1,5,7,9]
                               [--out results/startup.png]
@@ -243,6 +244,44 @@ def phase_section(reports):
     return out
 
 
+def total_ns(report, fields):
+    values = [report.get(f) for f in fields]
+    return sum(values) if all(isinstance(v, (int, float)) for v in values) else None
+
+
+def floor_section(reports, floor_reports, slack_us=25.0):
+    """palrt-startup's bootstrap + shutdown against the C++ floor's registration + thread start
+    and join, per run, medians: the default run (one service thread) against the floor's one
+    thread, with its target (at most slack_us more); the eager sync worker (two) against two,
+    without one."""
+    body = []
+    for label, order, worker, threads, target in (
+            ("palrt-startup", "registered-first", "lazy", 1, True),
+            ("palrt-startup --sync-worker eager", "registered-first", "eager", 2, False)):
+        ours = [total_ns(r, ("bootstrap_ns", "shutdown_ns")) for r in reports
+                if r.get("order") == order and r.get("sync_worker") == worker]
+        ours = [v for v in ours if v is not None]
+        floor = [total_ns(r, ("registration_ns", "start_join_ns")) for r in floor_reports
+                 if r.get("threads") == threads]
+        floor = [v for v in floor if v is not None]
+        if not ours or not floor:
+            continue
+        a, b = statistics.median(ours) / 1e3, statistics.median(floor) / 1e3
+        verdict = ("met" if a <= b + slack_us else "NOT MET") if target else "-"
+        body.append([label, len(ours), f"{a:.1f}", f"C++ floor, {threads} thread{'s' if threads > 1 else ''}",
+                     len(floor), f"{b:.1f}", f"{a - b:+.1f}",
+                     f"<= +{slack_us:.0f}" if target else "-", verdict])
+    if not body:
+        return []
+    out = table(["palrt-startup row", "runs", "bootstrap + shutdown µs", "floor", "runs",
+                 "registration + start + join µs", "difference µs", "target", "verdict"],
+                body, "lrrlrrrll")
+    out.append("")
+    out.append("Medians over the runs (palrt-startup --report json; "
+               "palrt-startup-reference-cpp --report json).")
+    return out
+
+
 def summary(args):
     rows, rounds = load_hyperfine(args.hyperfine)
     baseline_of = parse_baselines(args.baselines, len(rows))
@@ -262,6 +301,12 @@ def summary(args):
             fail(f"{args.reports} holds no reports")
         lines += ["", "## Phases (palrt-startup --report json)", ""]
         lines += phase_section(reports)
+        if args.floor_reports:
+            floor_reports = load_reports(args.floor_reports)
+            if not floor_reports:
+                fail(f"{args.floor_reports} holds no reports")
+            lines += ["", "## Bootstrap and shutdown against the C++ floor's threads", ""]
+            lines += floor_section(reports, floor_reports)
     text = "\n".join(lines) + "\n"
     print(text, end="")
     if args.out:
@@ -334,6 +379,9 @@ def main():
     s.add_argument("--compare", action="append", default=[], metavar="A/B[:MAX]",
                    help="also print row A's median over row B's, checked against MAX")
     s.add_argument("--reports", help="concatenated `palrt-startup --report json` outputs")
+    s.add_argument("--floor-reports",
+                   help="concatenated `palrt-startup-reference-cpp --report json` outputs "
+                        "(with --reports)")
     s.add_argument("--command", help="the command that produced the data, for the record")
     s.add_argument("--out", help="also write the summary (markdown) here")
     s.set_defaults(run=summary)

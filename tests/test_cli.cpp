@@ -1043,6 +1043,41 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("palrt-startup-reference-cpp --report json: registration and the threads' start and join, timed" *
+          palrt::testing::fallback_case) {
+  const std::string ref = artefact("PALRT_TEST_REFERENCE_CPP");
+  const bool available = membarrier_available();
+  for (const int threads : {1, 2}) {
+    CAPTURE(threads);
+    std::vector<std::string> argv{ref, "--report", "json"};
+    if (threads == 2) argv.insert(argv.end(), {"--threads", "2"});
+    auto r = run_process(argv);
+    INFO(r.err);
+    if (!available) {
+      CHECK(r.exit_code == 1);
+      CHECK(r.out.empty());
+      continue;
+    }
+    REQUIRE(r.exit_code == 0);
+    CHECK(line_count(r.out) == 1);
+    const json j = json::parse(r.out);
+    CHECK(j.at("tool").get<std::string>() == "palrt-startup-reference-cpp");
+    CHECK(j.at("threads").get<int>() == threads);
+    CHECK(j.at("registration_ns").get<long long>() > 0);
+    CHECK(j.at("start_join_ns").get<long long>() > 0);
+  }
+  // The report is its own option, before --threads, once; the C floor has none.
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"--report"}, {"--report", "text"}, {"--threads", "2", "--report", "json"}, {"--report", "json", "--report", "json"}}) {
+    std::vector<std::string> full{ref};
+    full.insert(full.end(), args.begin(), args.end());
+    CAPTURE(args.back());
+    check_one_line_usage_error(run_process(full), "palrt-startup-reference-cpp");
+  }
+  check_one_line_usage_error(run_process({artefact("PALRT_TEST_REFERENCE"), "--report", "json"}),
+                             "palrt-startup-reference");
+}
+
 TEST_CASE("palrt-startup-reference-cpp: a thread that cannot start exits 1 with one line") {
   // Under RLIMIT_NPROC of 1 the process itself is the one task allowed: registration works,
   // std::thread throws. A copy the unprivileged user can reach (see the palrt-startup case).

@@ -11,6 +11,12 @@
 //
 //   palrt-startup-reference-cpp              registers, starts one std::thread, joins it
 //   palrt-startup-reference-cpp --threads 2  two threads, started and then joined together
+//   palrt-startup-reference-cpp --report json [--threads 2]
+//       the same run, then one JSON line on stdout: how long registration took, and the
+//       threads' start and join (CLOCK_MONOTONIC). What palrt-startup's bootstrap_ns plus
+//       shutdown_ns is judged against (scripts/bench-startup.sh): palrt's bootstrap includes
+//       its registration, so the floor's figure is registration_ns + start_join_ns. Only a
+//       report run reads the clock; the timed runs do not.
 //
 // No <iostream>: with libstdc++ 12 every translation unit that includes it runs a static
 // std::ios_base::Init, which palrt-startup's run does not pay either (scripts/bench-startup.sh
@@ -21,6 +27,7 @@
 // one-line usage message for any other arguments.
 #include <linux/membarrier.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -35,18 +42,34 @@ constexpr const char* tool = "palrt-startup-reference-cpp";
 
 long membarrier(int cmd) { return ::syscall(SYS_membarrier, cmd, 0U, 0); }
 
+long long now_ns() {
+  timespec t{};
+  ::clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<long long>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   // Compared, not parsed, as in the C floor: this program's own startup is what is measured.
+  // --report json, then --threads N, each at most once, in that order.
   int threads = 1;
-  if (argc == 3 && std::strcmp(argv[1], "--threads") == 0 &&
-      (std::strcmp(argv[2], "1") == 0 || std::strcmp(argv[2], "2") == 0)) {
-    threads = argv[2][0] - '0';
-  } else if (argc != 1) {
-    std::fprintf(stderr, "%s: usage: %s [--threads 1|2]\n", tool, tool);
+  bool report = false;
+  int i = 1;
+  if (i + 1 < argc && std::strcmp(argv[i], "--report") == 0 && std::strcmp(argv[i + 1], "json") == 0) {
+    report = true;
+    i += 2;
+  }
+  if (i + 1 < argc && std::strcmp(argv[i], "--threads") == 0 &&
+      (std::strcmp(argv[i + 1], "1") == 0 || std::strcmp(argv[i + 1], "2") == 0)) {
+    threads = argv[i + 1][0] - '0';
+    i += 2;
+  }
+  if (i != argc) {
+    std::fprintf(stderr, "%s: usage: %s [--report json] [--threads 1|2]\n", tool, tool);
     return 2;
   }
+  const long long registration_start = report ? now_ns() : 0;
 
   // QUERY first, as palrt does: a seccomp filter may deny membarrier outright, and a kernel
   // without the command answers REGISTER with EINVAL.
@@ -65,19 +88,26 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  const long long threads_start = report ? now_ns() : 0;
+
   // All started before any is joined, as palrt's bootstrap starts its service threads and its
   // shutdown joins them. The threads do nothing: what counts is that they exist and are joined.
   std::thread started[2];
-  for (int i = 0; i < threads; ++i) {
+  for (int t = 0; t < threads; ++t) {
     try {
-      started[i] = std::thread([] {});
+      started[t] = std::thread([] {});
     } catch (const std::system_error& e) {
       std::fprintf(stderr, "%s: std::thread: %s\n", tool, e.what());
       // The threads already started are joined: a std::thread destroyed joinable terminates.
-      for (int j = 0; j < i; ++j) started[j].join();
+      for (int j = 0; j < t; ++j) started[j].join();
       return 1;
     }
   }
-  for (int i = 0; i < threads; ++i) started[i].join();
+  for (int t = 0; t < threads; ++t) started[t].join();
+  if (report) {
+    const long long end = now_ns();
+    std::printf("{\"tool\": \"%s\", \"threads\": %d, \"registration_ns\": %lld, \"start_join_ns\": %lld}\n", tool,
+                threads, threads_start - registration_start, end - threads_start);
+  }
   return 0;
 }
