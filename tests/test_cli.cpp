@@ -1067,8 +1067,10 @@ TEST_CASE("palrt-startup-reference-cpp --report json: registration and the threa
     CHECK(j.at("start_join_ns").get<long long>() > 0);
   }
   // The report is its own option, before --threads, once; the C floor has none.
-  for (const auto& args : std::vector<std::vector<std::string>>{
-           {"--report"}, {"--report", "text"}, {"--threads", "2", "--report", "json"}, {"--report", "json", "--report", "json"}}) {
+  for (const auto& args : std::vector<std::vector<std::string>>{{"--report"},
+                                                                {"--report", "text"},
+                                                                {"--threads", "2", "--report", "json"},
+                                                                {"--report", "json", "--report", "json"}}) {
     std::vector<std::string> full{ref};
     full.insert(full.end(), args.begin(), args.end());
     CAPTURE(args.back());
