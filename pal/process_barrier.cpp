@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "palrt/pal/internal/barrier_strategies.hpp"
@@ -158,8 +159,10 @@ const process_barrier_state& initialize(registration_mode mode, registration_cen
     chosen = make(*forced);
     st.forced = true;
   } else {
-    // First that works: membarrier (only if registered), mprotect, signal.
-    std::system_error last(ENOSYS, std::generic_category());
+    // First that works: membarrier (only if registered), mprotect, signal. The last failure
+    // is kept as it came, not as a std::system_error made up front: that would format
+    // ENOSYS's message (strerror, gettext, a string) on every start, to throw it away.
+    std::optional<barrier_error> last;
     for (auto s : {barrier_strategy::membarrier, barrier_strategy::mprotect, barrier_strategy::signal}) {
       if (s == barrier_strategy::membarrier && !st.registered) continue;
       try {
@@ -169,7 +172,10 @@ const process_barrier_state& initialize(registration_mode mode, registration_cen
         last = e;
       }
     }
-    if (!chosen) throw barrier_error(last.code(), std::string("no process barrier strategy works: ") + last.what());
+    if (!chosen) {
+      if (!last) throw barrier_error(ENOSYS, std::generic_category(), "no process barrier strategy works");
+      throw barrier_error(last->code(), std::string("no process barrier strategy works: ") + last->what());
+    }
   }
   st.strategy = chosen->strategy();
   state = st;
