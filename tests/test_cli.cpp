@@ -165,6 +165,32 @@ palrt::testing::process_result run_with_lost_stdout(const std::vector<std::strin
 
 // What every bad-arguments case must look like: exit 2, nothing on stdout, one short line
 // on stderr that starts with the tool's name and holds no control character but its newline.
+// palrt-bench's line-transfer rows (the machine's, around a component's 2-thread cases):
+// before_ns and after_ns, each once, wherever two CPUs are allowed; none otherwise. Returns how
+// many rows of `results` they are.
+std::size_t check_line_transfer_rows(const json& results) {
+  std::set<std::string> seen;
+  std::size_t count = 0;
+  for (const auto& row : results) {
+    if (row.at("case") != "line-transfer") continue;
+    ++count;
+    CHECK(row.at("variant") == "machine");
+    CHECK(row.at("threads").get<int>() == 2);
+    CHECK(row.at("value").get<double>() > 0);
+    CHECK_FALSE(row.contains("cpu_value"));
+    seen.insert(row.at("metric").get<std::string>());
+  }
+  cpu_set_t allowed;
+  REQUIRE(sched_getaffinity(0, sizeof allowed, &allowed) == 0);
+  if (CPU_COUNT(&allowed) >= 2) {
+    CHECK(seen == std::set<std::string>{"before_ns", "after_ns"});
+    CHECK(count == 2);
+  } else {
+    CHECK(count == 0);
+  }
+  return count;
+}
+
 void check_one_line_usage_error(const palrt::testing::process_result& r, const std::string& tool) {
   INFO("stderr: ", r.err.substr(0, 300));
   CHECK(r.exit_code == 2);
@@ -517,8 +543,10 @@ TEST_CASE(
   // Every (case, variant, threads) once: the targets' case and the larger working set, each
   // variant measured in the same run, at the default thread counts.
   std::set<std::string> rows;
+  check_line_transfer_rows(j.at("results"));
   for (const auto& row : j.at("results")) {
     const std::string c = row.at("case").get<std::string>();
+    if (c == "line-transfer") continue;
     CHECK((c == "alloc-release" || c == "alloc-release/burst=1024"));
     CHECK(row.at("metric").get<std::string>() == "ns_per_op");
     CHECK(row.at("value").get<double>() > 0);
@@ -593,8 +621,10 @@ TEST_CASE("palrt-bench: finalizer --smoke --json parses with drain, wait-pending
   CHECK(j.at("component").get<std::string>() == "finalizer");
   CHECK(j.at("machine").at("nproc").get<double>() >= 1);
   std::set<std::string> rows, create_drop;
+  check_line_transfer_rows(j.at("results"));
   for (const auto& row : j.at("results")) {
     const std::string c = row.at("case").get<std::string>();
+    if (c == "line-transfer") continue;
     const std::string variant = row.at("variant").get<std::string>();
     const std::string metric = row.at("metric").get<std::string>();
     const std::string threads = std::to_string(row.at("threads").get<int>());
@@ -632,10 +662,11 @@ TEST_CASE("palrt-bench: finalizer --smoke --json parses with drain, wait-pending
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   j = json::parse(r.out);
-  CHECK(j.at("results").size() == 4 + 3);
+  const std::size_t transfer_rows = check_line_transfer_rows(j.at("results"));
+  CHECK(j.at("results").size() == 4 + 3 + transfer_rows);
   for (const auto& row : j.at("results")) {
     const std::string c = row.at("case").get<std::string>();
-    CHECK((c == "sustained" || c == "create-drop"));
+    CHECK((c == "sustained" || c == "create-drop" || c == "line-transfer"));
     CHECK(row.at("threads").get<int>() == 2);
   }
 }

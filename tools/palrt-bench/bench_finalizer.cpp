@@ -78,6 +78,7 @@
 #include "bench_component.hpp"
 #include "bench_cpu_clock.hpp"
 #include "bench_latency.hpp"
+#include "bench_line_transfer.hpp"
 #include "bench_report.hpp"
 #include "bench_thread_team.hpp"
 #include "bench_timing.hpp"
@@ -543,6 +544,12 @@ void run_create_drop(const bench_settings& settings, bench_report& report, const
           budget_text(settings) +
           " per variant, then median of the repetitions. Target: palrt 2-thread aggregate "
           ">= 1.8x one thread.");
+  // The machine's line transfer between the two threads' CPUs, around the 2-thread runs.
+  const bool two_threads = std::find(thread_counts.begin(), thread_counts.end(), 2) != thread_counts.end();
+  if (two_threads) {
+    report.describe_case("line-transfer", line_transfer_description("create-drop cases"));
+    report_line_transfer(report, settings, cpus, "before_ns");
+  }
   std::vector<create_drop_result> all;
   for (const int threads : thread_counts) {
     // A fresh team and collector per thread count: no variant inherits another's warm state.
@@ -583,6 +590,7 @@ void run_create_drop(const bench_settings& settings, bench_report& report, const
     gc->collect();
     (void)gc->synchronize();
   }
+  if (two_threads) report_line_transfer(report, settings, cpus, "after_ns");
   const auto find = [&all](int threads, std::string_view variant) -> const create_drop_result* {
     for (const auto& r : all)
       if (r.threads == threads && r.variant == variant) return &r;

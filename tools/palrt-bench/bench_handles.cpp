@@ -29,6 +29,7 @@
 //                             thread; 2-thread aggregate >= 1.6x one thread.
 // The verdicts are printed under the table and on stderr.
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -42,6 +43,7 @@
 #include <palrt/gc/handle_table.hpp>
 
 #include "bench_component.hpp"
+#include "bench_line_transfer.hpp"
 #include "bench_report.hpp"
 #include "bench_thread_team.hpp"
 #include "bench_timing.hpp"
@@ -254,6 +256,12 @@ void run_handles(const bench_settings& settings, bench_report& report) {
   const std::vector<int> cpus = team_cpus();
   std::vector<measured> all;
 
+  // The machine's line transfer between the two threads' CPUs, around the 2-thread runs.
+  const bool two_threads = std::find(thread_counts.begin(), thread_counts.end(), 2) != thread_counts.end();
+  if (two_threads) {
+    report.describe_case("line-transfer", line_transfer_description("alloc-release cases"));
+    report_line_transfer(report, settings, cpus, "before_ns");
+  }
   for (const int burst : {target_burst, large_burst}) {
     const std::string name = case_name(burst);
     report.describe_case(name, describe(settings, burst));
@@ -282,6 +290,8 @@ void run_handles(const bench_settings& settings, bench_report& report) {
       }
     }
   }
+
+  if (two_threads) report_line_transfer(report, settings, cpus, "after_ns");
 
   for (const int burst : {target_burst, large_burst}) {
     std::string summary;

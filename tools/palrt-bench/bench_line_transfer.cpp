@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <vector>
 
 #include <palrt/pal/thread_factory.hpp>
@@ -65,6 +66,30 @@ std::optional<double> line_transfer_ns(int cpu_a, int cpu_b, int batches) {
   std::nth_element(per_batch.begin(), per_batch.begin() + static_cast<std::ptrdiff_t>(per_batch.size() / 2),
                    per_batch.end());
   return per_batch[per_batch.size() / 2];
+}
+
+int line_transfer_batches(const bench_settings& settings) noexcept {
+  return settings.smoke ? 3 : settings.quick ? 20 : 100;
+}
+
+void report_line_transfer(bench_report& report, const bench_settings& settings, const std::vector<int>& cpus,
+                          const std::string& metric) {
+  if (cpus.size() < 2) return;
+  const std::optional<double> ns = line_transfer_ns(cpus[0], cpus[1], line_transfer_batches(settings));
+  if (!ns) return;
+  report.add({"line-transfer", "machine", 2, metric, *ns});
+  char text[96];
+  std::snprintf(text, sizeof text, "line transfer between CPUs %d and %d (%s): %.1f ns", cpus[0], cpus[1],
+                metric.c_str(), *ns);
+  report.progress(text);
+}
+
+std::string line_transfer_description(const std::string& cases) {
+  return "not palrt's: the machine's. The one-way time of a cache line between the two CPUs the 2-thread " + cases +
+         " run on, just before them (before_ns) and just after them (after_ns): two threads pinned there hand a "
+         "counter back and forth; the median of batches of 1000 round trips. On a virtual machine the hypervisor's "
+         "placement of the vCPUs sets it (docs/BENCHMARKS.md, \"post's slow mode\"), and every line the threads "
+         "share costs that much per transfer: read the 2-thread figures against it. Only with two CPUs or more.";
 }
 
 }  // namespace palrt::bench

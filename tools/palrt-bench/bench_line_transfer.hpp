@@ -11,6 +11,11 @@
 #pragma once
 
 #include <optional>
+#include <string>
+#include <vector>
+
+#include "bench_component.hpp"
+#include "bench_report.hpp"
 
 namespace palrt::bench {
 
@@ -19,5 +24,18 @@ namespace palrt::bench {
 // median batch's half round trip (a batch in which either thread was scheduled out is slower,
 // and the median leaves it out). Empty when either thread could not be pinned.
 std::optional<double> line_transfer_ns(int cpu_a, int cpu_b, int batches);
+
+// The batches a run of these settings measures with (fewer for --quick and --smoke).
+int line_transfer_batches(const bench_settings& settings) noexcept;
+
+// For a component whose 2-thread cases run on the first two of `cpus`: measures the transfer
+// between them now and adds it as a row (case "line-transfer", variant "machine", threads 2,
+// metric `metric`) with a progress line. Nothing with fewer than two CPUs or if pinning fails.
+void report_line_transfer(bench_report& report, const bench_settings& settings, const std::vector<int>& cpus,
+                          const std::string& metric);
+
+// The case's description, for a component that reports the rows before and after its
+// 2-thread cases (`cases`: which).
+std::string line_transfer_description(const std::string& cases);
 
 }  // namespace palrt::bench
