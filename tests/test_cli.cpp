@@ -381,9 +381,20 @@ TEST_CASE("palrt-startup: under the preload shim, threads-first reports register
   CHECK(j.at("registered_by").get<std::string>() == "preload");
   // The shim does not count threads on a fast-looking registration (procfs stays off every
   // preloaded program's startup path); the report says it was inferred and gives no count.
+  // Whether it looked fast is a duration (a loaded machine, a sanitizer's runtime beside the
+  // shim make it slow at times), so the test takes either outcome and checks what each must
+  // say: a slow-looking one was counted, and the shim ran before any thread of the program.
   REQUIRE(j.at("fast_path_inferred").is_boolean());
-  CHECK(j.at("fast_path_inferred").get<bool>() == true);
-  CHECK(j.at("threads_at_registration").is_null());
+  if (j.at("fast_path_inferred").get<bool>()) {
+    CHECK(j.at("threads_at_registration").is_null());
+  } else {
+    REQUIRE(j.at("threads_at_registration").is_number());
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    CHECK(j.at("threads_at_registration").get<int>() >= 1);  // a sanitizer may add a thread of its own
+#else
+    CHECK(j.at("threads_at_registration").get<int>() == 1);
+#endif
+  }
   // How fast the bootstrap's own late REGISTER returned is a benchmark (scripts/bench-startup.sh,
   // the shim row), not a test: with rcu_expedited=1 it is fast without the shim too.
 }
