@@ -37,13 +37,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cmath>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <deque>
 #include <functional>
-#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -496,10 +494,10 @@ void measure_queue_cases(const bench_settings& settings, bench_report& report, i
     occupied.push_back(caller_cpus[static_cast<std::size_t>(i) % caller_cpus.size()]);
   if (!plan.load_cpus.empty()) occupied.push_back(plan.load_cpus.front());
   const int cpus = cpus_occupied(occupied, true, static_cast<int>(plan.load_cpus.size()) + 1);
-  // The line-transfer probe's two CPUs: the first caller's and the server's (-1: not pinned).
-  const int transfer_from = !caller_cpus.empty() && !plan.load_cpus.empty() ? caller_cpus.front() : -1;
-  const int transfer_to = transfer_from >= 0 ? plan.load_cpus.front() : -1;
-  const int transfer_batches = settings.smoke ? 3 : settings.quick ? 20 : 100;
+  // The line-transfer probe's two CPUs: the first caller's and the server's (none: not pinned).
+  const std::vector<int> transfer_cpus = !caller_cpus.empty() && !plan.load_cpus.empty()
+                                             ? std::vector<int>{caller_cpus.front(), plan.load_cpus.front()}
+                                             : std::vector<int>{};
 
   const std::chrono::nanoseconds budget = settings.run_budget();
   const std::int64_t slices = std::max<std::int64_t>(1, budget / interleave_slice);
@@ -529,13 +527,7 @@ void measure_queue_cases(const bench_settings& settings, bench_report& report, i
     // post: the machine's cache-line transfer time between the callers' CPU and the server's,
     // just before the case and just after it (bench_line_transfer.hpp): each posted item
     // crosses between those two CPUs, and what that costs is the hypervisor's to choose.
-    // NaN: not measured (not the post case, or not pinned).
-    const auto transfer = [&] {
-      if (qc != queue_case::post || transfer_from < 0) return std::numeric_limits<double>::quiet_NaN();
-      return line_transfer_ns(transfer_from, transfer_to, transfer_batches)
-          .value_or(std::numeric_limits<double>::quiet_NaN());
-    };
-    const double transfer_before = transfer();
+    if (qc == queue_case::post) report_line_transfer(report, settings, transfer_cpus, "before_post_ns", callers);
     std::vector<std::vector<double>> p50(3), p99(3), allocs(3), rate(3), worker_cpu(3);
     // Per repetition, the time per op by the wall clock and by the threads' CPU clocks
     // (contender::clocked_*): the latencies' verdict; and post's rate by the CPU clocks.
@@ -583,13 +575,7 @@ void measure_queue_cases(const bench_settings& settings, bench_report& report, i
         }
       }
     }
-    const double transfer_after = transfer();
-    if (!std::isnan(transfer_before) && !std::isnan(transfer_after)) {
-      report.add({"line-transfer", "machine", callers, "before_post_ns", transfer_before});
-      report.add({"line-transfer", "machine", callers, "after_post_ns", transfer_after});
-      report.progress("  a cache line from the callers' CPU to the server's: " + format(transfer_before) +
-                      " ns before, " + format(transfer_after) + " ns after");
-    }
+    if (qc == queue_case::post) report_line_transfer(report, settings, transfer_cpus, "after_post_ns", callers);
     for (std::size_t i = 0; i < contenders.size(); ++i) {
       const std::string& v = contenders[i].name;
       const double wall_per_op = median(clocked_wall[i]), cpu_per_op = median(clocked_cpu[i]);

@@ -73,11 +73,11 @@ int line_transfer_batches(const bench_settings& settings) noexcept {
 }
 
 void report_line_transfer(bench_report& report, const bench_settings& settings, const std::vector<int>& cpus,
-                          const std::string& metric) {
+                          const std::string& metric, int threads) {
   if (cpus.size() < 2) return;
   const std::optional<double> ns = line_transfer_ns(cpus[0], cpus[1], line_transfer_batches(settings));
   if (!ns) return;
-  report.add({"line-transfer", "machine", 2, metric, *ns});
+  report.add({"line-transfer", "machine", threads, metric, *ns});
   char text[96];
   std::snprintf(text, sizeof text, "line transfer between CPUs %d and %d (%s): %.1f ns", cpus[0], cpus[1],
                 metric.c_str(), *ns);

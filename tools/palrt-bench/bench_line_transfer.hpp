@@ -28,11 +28,12 @@ std::optional<double> line_transfer_ns(int cpu_a, int cpu_b, int batches);
 // The batches a run of these settings measures with (fewer for --quick and --smoke).
 int line_transfer_batches(const bench_settings& settings) noexcept;
 
-// For a component whose 2-thread cases run on the first two of `cpus`: measures the transfer
-// between them now and adds it as a row (case "line-transfer", variant "machine", threads 2,
-// metric `metric`) with a progress line. Nothing with fewer than two CPUs or if pinning fails.
+// Measures the transfer between the first two of `cpus` (where a component's two threads, or
+// its callers and its server, run) now and adds it as a row (case "line-transfer", variant
+// "machine", metric `metric`, `threads` as the component's cases count them) with a progress
+// line. Nothing with fewer than two CPUs or if pinning fails.
 void report_line_transfer(bench_report& report, const bench_settings& settings, const std::vector<int>& cpus,
-                          const std::string& metric);
+                          const std::string& metric, int threads = 2);
 
 // The case's description, for a component that reports the rows before and after its
 // 2-thread cases (`cases`: which).
