@@ -18,7 +18,11 @@
 // kept and served when it gets there, a stop request likewise (shutdown() joins it), and a
 // thread that cannot be created fails its phase inside bootstrap() (startup_error, below):
 // creating it is the last step that can fail. The thread hooks (pal/thread_factory.hpp) run
-// on the thread as it starts, which may be after bootstrap() returned.
+// on the thread as it starts, which may be after bootstrap() returned. A host that fork()s
+// right after bootstrap() and starts threads in the child should first let the service
+// threads reach their loops (services().finalizer().wait_until_running()): a child forked
+// while a thread is being created inherits whatever that creation held, and a sanitizer's
+// runtime holds locks there that its fork handling does not take.
 //
 // Failure: if a phase fails, the phases already started are stopped in reverse order, no
 // thread of theirs is left behind, and startup_error names the phase and carries its errno.
