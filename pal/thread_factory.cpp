@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <mutex>
 
 #include "palrt/pal/internal/cancellation.hpp"
@@ -70,13 +71,67 @@ thread_start_error::thread_start_error(int error, const std::string& thread_name
     : std::system_error(error, std::generic_category(), "cannot start thread '" + thread_name + "'"),
       name_(thread_name) {}
 
+namespace {
+
+// The event a thread sets as it exits, so that join_for can wait with a timeout without
+// Boost.Chrono. Held by the thread and by its managed_thread (a detached thread may outlive
+// it); the last to let go frees it.
+struct exit_event {
+  wake_event event;
+  std::atomic<int> holders{2};
+  void release() noexcept {
+    // acq_rel: whichever frees it sees the other's last use of it.
+    if (holders.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+};
+
+// The thread sets its exit_event from a pthread key's destructor: glibc runs those when the
+// thread function has returned, after the C++ thread_local destructors. So the event comes
+// after Boost.Thread has marked the thread done under its own mutex (Boost's join waits for
+// that, then calls pthread_join) and after every thread_local the body made. Set at the end
+// of the body instead, it woke a joiner while the thread was still on its way out, into
+// Boost's mutex held: one more sleep and wake-up of the joiner for every join (a cross-CPU
+// wake-up costs tens of microseconds on a virtual machine), and a thread_local destructor
+// that blocked escaped join_for's timeout. A key, not a thread_local: registering a
+// thread_local's destructor allocates (__cxa_thread_atexit), and the thread's first malloc
+// makes it an arena of its own (three system calls and a page fault at every start).
+//
+// No key (the process used up PTHREAD_KEYS_MAX) or no room for its value: the thread sets
+// the event at the end of its body instead, as correct, one wake-up slower.
+struct exit_key {
+  pthread_key_t key{};
+  bool made = false;
+  exit_key() noexcept {
+    made = pthread_key_create(&key, [](void* value) {
+             auto* e = static_cast<exit_event*>(value);
+             e->event.set();
+             e->release();
+           }) == 0;
+  }
+};
+
+// Tests (thread_factory_access::refuse_exit_key): no key, as if none could be made.
+std::atomic<bool> exit_key_refused{false};
+
+// Whether the key's destructor will set `e` when the calling thread exits.
+bool set_at_exit(exit_event* e) noexcept {
+  static const exit_key k;
+  if (exit_key_refused.load(std::memory_order_relaxed)) return false;
+  return k.made && pthread_setspecific(k.key, e) == 0;
+}
+
+}  // namespace
+
 struct managed_thread::impl {
   boost::thread thread;
-  // Set by the thread as the very last thing it does, so join_for can wait with a timeout
-  // without Boost.Chrono. Shared: a detached thread may outlive its managed_thread.
-  std::shared_ptr<wake_event> finished = std::make_shared<wake_event>();
+  exit_event* finished = new exit_event;
   // The process the thread runs in: in a child forked since, it does not exist.
   internal::fork_stamp started;
+
+  impl() = default;
+  impl(const impl&) = delete;
+  impl& operator=(const impl&) = delete;
+  ~impl() { finished->release(); }
 };
 
 namespace {
@@ -133,7 +188,7 @@ bool managed_thread::join_for(std::chrono::nanoseconds timeout) {
   const internal::cancellation_disabled no_cancellation;
   const boost::this_thread::disable_interruption no_interruption;
   // A thread asked to stop usually finishes within tens of microseconds: stay awake for it.
-  if (!impl_->finished->wait_for(timeout, std::chrono::microseconds(200))) return false;
+  if (!impl_->finished->event.wait_for(timeout, std::chrono::microseconds(200))) return false;
   // The thread is past its body: this returns promptly, unless its exit runs long (see above).
   impl_->thread.join();
   return true;
@@ -174,20 +229,27 @@ managed_thread start_thread(const thread_options& options, std::function<void()>
           // Named from inside: no race with a thread that exits before its creator names it.
           pthread_setname_np(pthread_self(), name.c_str());
           struct signal_on_exit {
-            wake_event& event;
+            exit_event* finished;
             const thread_hooks& hooks;
-            // The exit hook first: a joiner that wakes on the event sees the thread gone from
-            // the host's collector too.
+            bool at_exit = set_at_exit(finished);
+            // The exit hook before the event: a joiner that wakes on it sees the thread gone
+            // from the host's collector too.
             ~signal_on_exit() {
               if (hooks.on_exit) hooks.on_exit(hooks.context);
-              event.set();
+              if (at_exit) return;
+              finished->event.set();
+              finished->release();
             }
-          } guard{*finished, started_with};
+          } guard{finished, started_with};
           if (started_with.on_start) started_with.on_start(started_with.context);
           body();
         });
   } catch (const boost::system::system_error& e) {
+    result.impl_->finished->release();  // the thread's hold: it never ran
     throw thread_start_error(e.code().value() ? e.code().value() : EAGAIN, options.name);
+  } catch (...) {
+    result.impl_->finished->release();  // as above (Boost allocates before it starts the thread)
+    throw;
   }
   return result;
 }
@@ -196,6 +258,10 @@ namespace internal {
 void thread_factory_access::inject_thread_start_failure(int successful_starts_first, int error) noexcept {
   fault_countdown.store(successful_starts_first, std::memory_order_relaxed);
   fault_error.store(error, std::memory_order_relaxed);
+}
+
+void thread_factory_access::refuse_exit_key(bool refuse) noexcept {
+  exit_key_refused.store(refuse, std::memory_order_relaxed);
 }
 }  // namespace internal
 

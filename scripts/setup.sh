@@ -24,7 +24,9 @@ packages=(
   # against: tbb::concurrent_hash_map, libcuckoo (headers only) and liburcu's cds_lfht
   libtbb-dev libcuckoo-dev liburcu-dev
   hyperfine                   # scripts/bench-*.sh
-  strace valgrind libc6-dbg   # the startup path by hand; libc6-dbg gives valgrind libc symbols
+  strace valgrind libc6-dbg   # the startup path by hand; libc6-dbg gives valgrind libc symbols;
+                              # valgrind also runs the startup-order test (callgrind)
+  lld                         # links palrt-startup in its startup order (meson.build)
   python3 python3-matplotlib  # scripts/startup_report.py, run with /usr/bin/python3
   # the two real hosts of the host-GC mode (tools/hosts/): a CPython extension module, its
   # suite run under the debug interpreter too, measured against pybind11; a host on Boehm GC

@@ -142,6 +142,73 @@ TEST_CASE("thread factory: join_for times out on a running thread and joins a fi
   CHECK_FALSE(t.joinable());
 }
 
+namespace {
+// A thread_local whose destructor reports that it runs and then waits to be let go.
+pal::wake_event* exit_entered = nullptr;
+pal::wake_event* exit_may_finish = nullptr;
+struct blocks_in_its_destructor {
+  ~blocks_in_its_destructor() {
+    exit_entered->set();
+    exit_may_finish->wait();
+  }
+};
+
+// join_for() against a thread held in a thread_local destructor: first timed out, then let go.
+void join_a_thread_held_on_its_way_out() {
+  pal::wake_event entered, may_finish;
+  exit_entered = &entered;
+  exit_may_finish = &may_finish;
+  auto t = pal::start_thread({"held-at-exit", 0}, [] {
+    thread_local blocks_in_its_destructor held;
+    (void)&held;
+  });
+  REQUIRE(entered.wait_for(10s));
+  // The body has returned; its thread_local destructor has not: the thread has not finished.
+  CHECK_FALSE(t.join_for(20ms));
+  CHECK(t.joinable());
+  may_finish.set();
+  CHECK(t.join_for(10s));
+  CHECK_FALSE(t.joinable());
+}
+}  // namespace
+
+TEST_CASE("thread factory: join_for's timeout covers the thread's way out (a thread_local destructor that blocks)") {
+  join_a_thread_held_on_its_way_out();
+}
+
+namespace {
+struct exit_key_hook_log {
+  std::mutex lock;
+  std::vector<std::string> seen;
+  void add(const char* what) noexcept {
+    std::lock_guard l(lock);
+    seen.emplace_back(what);
+  }
+};
+}  // namespace
+
+TEST_CASE("thread factory: without a pthread key for the exit event, threads still join, hooks in order") {
+  pal::internal::thread_factory_access::refuse_exit_key(true);
+  struct restore {
+    ~restore() { pal::internal::thread_factory_access::refuse_exit_key(false); }
+  } restored;
+  exit_key_hook_log log;
+  const pal::thread_hooks old =
+      pal::set_thread_hooks({[](void* c) noexcept { static_cast<exit_key_hook_log*>(c)->add("start"); },
+                             [](void* c) noexcept { static_cast<exit_key_hook_log*>(c)->add("exit"); }, &log});
+  pal::wake_event go;
+  auto t = pal::start_thread({"no-exit-key", 0}, [&] {
+    go.wait();
+    log.add("body");
+  });
+  CHECK_FALSE(t.join_for(20ms));
+  go.set();
+  CHECK(t.join_for(10s));
+  CHECK_FALSE(t.joinable());
+  pal::set_thread_hooks(old);
+  CHECK(log.seen == std::vector<std::string>{"start", "body", "exit"});
+}
+
 // A joinable managed_thread is never detached behind its owner's back: destroying one, or
 // assigning over one, terminates with a message (as std::thread does). Each in a fresh process.
 namespace {

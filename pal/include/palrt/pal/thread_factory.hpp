@@ -44,11 +44,16 @@ class thread_start_error : public std::system_error {
 // hang the destructor for good). An owner that gives up on a thread that missed its stop
 // deadline calls detach() and reports it.
 //
+// A thread has finished when its body has returned and its way out has run: its
+// thread_local destructors and Boost's at_thread_exit functions. join_for()'s timeout covers
+// them, so a thread that blocks in one times the join out rather than hanging it. (Unless
+// the process had used up its pthread keys when palrt started its first thread: then the
+// join waits for them past the timeout.)
+//
 // Cancellation: join_for() and join() are neither POSIX cancellation points nor Boost
-// interruption points, also while the thread is still on its way out (its thread_local
-// destructors, Boost's at_thread_exit functions, which the join waits for past join_for()'s
-// timeout); nor is start_thread(). A pending pthread_cancel() or boost::thread::interrupt()
-// acts at the caller's next cancellation or interruption point after the call.
+// interruption points, also while the thread is still on its way out; nor is start_thread().
+// A pending pthread_cancel() or boost::thread::interrupt() acts at the caller's next
+// cancellation or interruption point after the call.
 //
 // After fork() (palrt/pal/fork.hpp): in the child, a thread started in the parent does not
 // exist. Its managed_thread is not joinable there (join_for() returns true at once, join()

@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""palrt-startup's startup order: the functions its timed runs execute, for the linker to
+lay out side by side (lld's --symbol-ordering-file; meson.build says why and when).
+
+On the 2-vCPU VMs palrt is measured on, a page's first touch costs 9-16 us, a thousand
+instructions' worth elsewhere. A run of palrt-startup executes ~60 KB of its own code, spread
+over 1.1 MB of text (palrt, the static C++ runtime, Boost.Thread, CLI11): one fault per
+64 KB window the kernel maps around a fault, 13 windows. Laid out in this order, the same
+code takes two.
+
+  startup_order.py write PALRT_STARTUP ORDER_FILE    # after a change to the startup path
+  startup_order.py check PALRT_STARTUP ORDER_FILE    # the startup-order test
+
+Both run PALRT_STARTUP under callgrind (valgrind) the ways scripts/bench-startup.sh times it
+(no option, --sync-worker eager, --order threads-first) and list the functions of the
+executable itself that ran (their mangled names; libc's are another object). `write` puts
+the plain run's first, then what only the other runs add. `check` fails when the runs execute
+more functions the file does not list than timing alone can explain (a spin that found its
+event at once, a census when a registration looks slow): then the file is stale, and running
+`write` brings it up to date.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+RUNS = ([], ["--sync-worker", "eager"], ["--order", "threads-first"])
+# Functions a run may execute or not from one run to the next (timing under callgrind, which
+# runs one thread at a time): a check tolerates this many the file does not list.
+TOLERATED_MISSING = 4
+
+HEADER = """\
+# palrt-startup's startup order (lld --symbol-ordering-file): the functions of the executable
+# that its timed runs execute, laid out side by side so that a run touches 2 windows of its
+# text instead of ~13. Written by scripts/startup_order.py write (callgrind); checked by the
+# startup-order test. Not a source of truth for anything else: a stale line costs a page fault.
+"""
+
+
+def executed_functions(binary, args):
+    """The mangled names of the functions of `binary` itself that a run with `args` executed,
+    in the order callgrind first lists them (grouped by file, roughly by first call)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "callgrind.out")
+        try:
+            run = subprocess.run(
+                ["valgrind", "--tool=callgrind", "--demangle=no", "--callgrind-out-file=" + out, binary, *args],
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        except FileNotFoundError:
+            sys.exit("startup_order.py: valgrind is not installed (Debian: apt-get install valgrind; "
+                     "scripts/setup.sh installs it)")
+        if run.returncode != 0:
+            sys.exit("startup_order.py: %s %s failed under callgrind (exit %d):\n%s"
+                     % (binary, " ".join(args), run.returncode, run.stderr[-2000:]))
+        lines = open(out, encoding="utf-8", errors="replace").read().splitlines()
+    # Callgrind names each object and function once, "(id) name", and by "(id)" afterwards.
+    names, objects = {}, {}
+    for line in lines:
+        m = re.match(r"^c?fn=\((\d+)\) (.*)", line)
+        if m:
+            names[m.group(1)] = m.group(2)
+        m = re.match(r"^c?ob=\((\d+)\) (.*)", line)
+        if m:
+            objects[m.group(1)] = m.group(2)
+    executable = os.path.realpath(binary)
+    current, seen, found = None, set(), []
+    for line in lines:
+        m = re.match(r"^ob=\((\d+)\)", line)
+        if m:
+            current = os.path.realpath(objects[m.group(1)])
+            continue
+        m = re.match(r"^fn=\((\d+)\)", line)
+        if m and current == executable:
+            name = names[m.group(1)]
+            # An address instead of a name: code with no symbol (the PLT): nothing to order.
+            if name.startswith("0x") or name in seen:
+                continue
+            seen.add(name)
+            found.append(name)
+    return found
+
+
+def all_runs(binary):
+    ordered, seen = [], set()
+    for args in RUNS:
+        for name in executed_functions(binary, args):
+            if name not in seen:
+                seen.add(name)
+                ordered.append(name)
+    return ordered
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("mode", choices=["write", "check"])
+    parser.add_argument("binary", help="palrt-startup, built")
+    parser.add_argument("order_file")
+    a = parser.parse_args()
+    executed = all_runs(a.binary)
+    if a.mode == "write":
+        with open(a.order_file, "w", encoding="utf-8") as f:
+            f.write(HEADER)
+            f.write("".join(name + "\n" for name in executed))
+        print("startup_order.py: %d functions written to %s" % (len(executed), a.order_file))
+        return 0
+    listed = set()
+    with open(a.order_file, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if line and not line.startswith("#"):
+                listed.add(line)
+    missing = [name for name in executed if name not in listed]
+    print("startup_order.py: the runs executed %d functions of %s; %d not in %s"
+          % (len(executed), a.binary, len(missing), a.order_file))
+    for name in missing:
+        print("  not listed: " + name)
+    if len(missing) > TOLERATED_MISSING:
+        print("startup_order.py: %s is stale (more than %d functions missing): run\n"
+              "  scripts/startup_order.py write %s %s"
+              % (a.order_file, TOLERATED_MISSING, a.binary, a.order_file))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
