@@ -370,8 +370,8 @@ int join_a_lingering_thread(Driver with_request_pending, const std::function<voi
 }
 }  // namespace
 
-// The thread lingers in a thread_local's destructor: after Boost's own exit, inside
-// pthread_join(), a cancellation point.
+// The thread lingers in a thread_local's destructor, after Boost's own exit: the join waits
+// for it on the thread's exit event, and then in pthread_join(), a cancellation point.
 PALRT_FRESH_PROCESS(join_with_cancellation_pending) {
   return join_a_lingering_thread(palrt::testing::call_with_cancel_pending, [] {
     thread_local lingers_in_its_destructor held;
