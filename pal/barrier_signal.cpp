@@ -255,11 +255,19 @@ struct round_state {
   bool installed = false;
 };
 
-round_state& state() {
-  // Never destroyed: a handler may run during exit, after static destructors.
-  static round_state* s = new round_state;  // NOLINT: intentional immortal singleton
-  return *s;
-}
+// Never destroyed: a handler may run during exit, after static destructors. Constant-
+// initialised, not allocated: every process start names round_mutex (the process barrier
+// holds it across fork() whatever its strategy), and a heap allocation of it there touched
+// a fresh page of the heap in processes that never use this strategy (a page's first touch
+// costs 9-16 us on the VMs palrt is measured on; issue 27).
+union immortal_round_state {
+  round_state s;
+  constexpr immortal_round_state() : s() {}
+  ~immortal_round_state() {}
+};
+constinit immortal_round_state the_round_state;
+
+round_state& state() { return the_round_state.s; }
 
 // Claim a target for round g once, whoever gets there first (its handler or the flusher).
 void acknowledge(round_slot& slot, target& t, std::uint64_t g) noexcept {
