@@ -156,13 +156,12 @@ int bad_arguments(std::string_view message, int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  // No arguments: the run is bootstrap()'s defaults, and nothing is left to parse. CLI11's
-  // parser is not built then, because building it (its options, their checks, the locale it
-  // consults) costs this process 40-100 us on a 2-vCPU VM, 4-10% of its whole life, and a
-  // host linking palrt pays none of it: what hyperfine times for `palrt-startup` is the
-  // process, the C++ runtime and palrt. Every other command line is parsed below.
-  if (argc == 1) return run(run_settings{});
+// Every command line but the empty one. A function of its own, never inlined: its frame
+// (CLI11's App, the option values: 2.6 KB) would otherwise be main's, and a run without
+// options would reach a third page of the stack when bootstrap() binds its first libc
+// functions lazily (the dynamic linker's resolver saves the vector registers there): one
+// more page fault, 9-16 us on the VMs palrt is measured on.
+[[gnu::noinline]] static int parse_and_run(int argc, char** argv) {
   // CLI11 prints --help, --version and its errors through std::cout and std::cerr, which
   // this translation unit does not initialise (common/cli11.hpp): they exist from here on.
   const std::ios_base::Init standard_streams;
@@ -234,4 +233,14 @@ int main(int argc, char** argv) {
   settings.objects = *palrt::tools::parse_count(objects_text, 0, 10000000);
   settings.report = report;
   return run(settings);
+}
+
+int main(int argc, char** argv) {
+  // No arguments: the run is bootstrap()'s defaults, and nothing is left to parse. CLI11's
+  // parser is not built then, because building it (its options, their checks, the locale it
+  // consults) costs this process 40-100 us on a 2-vCPU VM, 4-10% of its whole life, and a
+  // host linking palrt pays none of it: what hyperfine times for `palrt-startup` is the
+  // process, the C++ runtime and palrt. Every other command line is parsed by parse_and_run.
+  if (argc == 1) return run(run_settings{});
+  return parse_and_run(argc, argv);
 }
