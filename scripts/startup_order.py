@@ -12,13 +12,16 @@ code takes two.
   startup_order.py write PALRT_STARTUP ORDER_FILE    # after a change to the startup path
   startup_order.py check PALRT_STARTUP ORDER_FILE    # the startup-order test
 
-Both run PALRT_STARTUP under callgrind (valgrind) the ways scripts/bench-startup.sh times it
-(no option, --sync-worker eager, --order threads-first) and list the functions of the
-executable itself that ran (their mangled names; libc's are another object). `write` puts
-the plain run's first, then what only the other runs add. `check` fails when the runs execute
-more functions the file does not list than timing alone can explain (a spin that found its
-event at once, a census when a registration looks slow): then the file is stale, and running
-`write` brings it up to date.
+Both run PALRT_STARTUP under callgrind (valgrind) and list the functions of the executable
+itself that ran (their mangled names; libc's are another object). `write` runs it the ways
+scripts/bench-startup.sh times it (no option, --sync-worker eager, --order threads-first),
+each REPEATS times, and puts the plain run's functions first, then what the others add.
+Which functions a run executes depends a little on timing: whether a service thread reaches
+its loop, or parks, before the shutdown asks it to stop; callgrind runs one thread at a time,
+and a busy machine moves its switches. Hence the repeats, and a check that looks at the plain
+run, the row palrt-startup is judged by: it fails when that run executes more functions the
+file does not list than timing alone explains, and then the file is stale: `write` brings it
+up to date. What the other runs miss it reports without failing.
 """
 import argparse
 import os
@@ -27,10 +30,13 @@ import subprocess
 import sys
 import tempfile
 
-RUNS = ([], ["--sync-worker", "eager"], ["--order", "threads-first"])
-# Functions a run may execute or not from one run to the next (timing under callgrind, which
-# runs one thread at a time): a check tolerates this many the file does not list.
-TOLERATED_MISSING = 4
+PLAIN = []
+RUNS = (PLAIN, ["--sync-worker", "eager"], ["--order", "threads-first"])
+REPEATS = 3
+# Functions the plain run may execute or not from one run to the next (the finalizer thread
+# reaching its loop and parking before the stop request, or not): a check tolerates this many
+# the file does not list.
+TOLERATED_MISSING = 6
 
 HEADER = """\
 # palrt-startup's startup order (lld --symbol-ordering-file): the functions of the executable
@@ -83,9 +89,9 @@ def executed_functions(binary, args):
     return found
 
 
-def all_runs(binary):
+def union_of(binary, runs):
     ordered, seen = [], set()
-    for args in RUNS:
+    for args in runs:
         for name in executed_functions(binary, args):
             if name not in seen:
                 seen.add(name)
@@ -99,8 +105,8 @@ def main():
     parser.add_argument("binary", help="palrt-startup, built")
     parser.add_argument("order_file")
     a = parser.parse_args()
-    executed = all_runs(a.binary)
     if a.mode == "write":
+        executed = union_of(a.binary, [args for args in RUNS for _ in range(REPEATS)])
         with open(a.order_file, "w", encoding="utf-8") as f:
             f.write(HEADER)
             f.write("".join(name + "\n" for name in executed))
@@ -112,8 +118,15 @@ def main():
             line = line.strip()
             if line and not line.startswith("#"):
                 listed.add(line)
+    for args in RUNS[1:]:
+        others = [name for name in union_of(a.binary, [args]) if name not in listed]
+        print("startup_order.py: the run with %s executed %d functions the file does not list (not checked)"
+              % (" ".join(args), len(others)))
+        for name in others:
+            print("  not listed: " + name)
+    executed = union_of(a.binary, [PLAIN])
     missing = [name for name in executed if name not in listed]
-    print("startup_order.py: the runs executed %d functions of %s; %d not in %s"
+    print("startup_order.py: the run without options executed %d functions of %s; %d not in %s"
           % (len(executed), a.binary, len(missing), a.order_file))
     for name in missing:
         print("  not listed: " + name)
