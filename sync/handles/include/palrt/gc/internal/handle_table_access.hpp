@@ -60,6 +60,8 @@ class handle_table_access {
   static void use_depot(handle_table& table, handle_kind kind, std::size_t shards, std::size_t max_batches);
   static std::size_t depot_shards(const handle_table& table, handle_kind kind) noexcept;
   static std::size_t depot_capacity(const handle_table& table, handle_kind kind) noexcept;  // batches
+  // Containers the depot made (full, empty or held), while no thread uses the depot.
+  static std::size_t depot_containers(const handle_table& table, handle_kind kind) noexcept;
   // Full batches in the depot (on shard `shard` only, if not -1): walks its stacks, while no
   // thread uses the depot.
   static std::size_t depot_full_batches(const handle_table& table, handle_kind kind, int shard = -1) noexcept;
