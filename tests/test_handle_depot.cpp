@@ -441,6 +441,42 @@ TEST_CASE("handle depot: returns beyond the depot's room go back to the blocks, 
   std::thread([&] { check_every_slot_allocatable(table); }).join();
 }
 
+TEST_CASE("handle depot: a return on a shard with no spare container makes a chunk for it before it takes another "
+          "shard's spare, and takes one when no more may be made") {
+  // A chunk's containers lie side by side: one that another CPU's thread fills and empties
+  // beside this CPU's costs line transfers on every burst (batch_depot.cpp, put()).
+  for (const std::size_t max_batches : {std::size_t{24}, std::size_t{8}}) {
+    CAPTURE(max_batches);
+    handle_table table;
+    handle_table_access::use_depot(table, kind, 2, max_batches);  // chunks of 8, then 16
+    cell c;
+    std::thread([&] {
+      std::vector<handle> hs;
+      for (std::size_t i = 0; i < cache_capacity + 2 * batch; ++i) hs.push_back(table.allocate(kind, &c));
+      // On shard 0 until the cache is full again after its first return: one batch went to
+      // shard 0 in the chunk made for it, whose 7 other containers wait on shard 0.
+      handle_table_access::set_depot_home_shard(0);
+      std::size_t released = 0;
+      while (handle_table_access::depot_full_batches(table, kind) == 0) table.release(hs.at(released++));
+      while (handle_table_access::cached_free_slots(table, kind) < cache_capacity) table.release(hs.at(released++));
+      CHECK(handle_table_access::depot_containers(table, kind) == 8);
+      CHECK(handle_table_access::depot_full_batches(table, kind, 0) == 1);
+      // The next on shard 1: a batch there, in a container of a chunk made for it while one
+      // may be made, else in shard 0's spare (never back to the blocks).
+      handle_table_access::set_depot_home_shard(1);
+      table.release(hs.at(released++));
+      CHECK(handle_table_access::depot_containers(table, kind) == (max_batches == 24 ? 24u : 8u));
+      CHECK(handle_table_access::depot_full_batches(table, kind, 1) == 1);
+      CHECK(handle_table_access::depot_full_batches(table, kind, 0) == 1);
+      while (released < hs.size()) table.release(hs[released++]);
+      handle_table_access::set_depot_home_shard(-1);
+    }).join();
+    // The thread's exit gave its cache and the batches it left back to the blocks.
+    CHECK(handle_table_access::depot_full_batches(table, kind) == 0);
+    std::thread([&] { check_every_slot_allocatable(table); }).join();
+  }
+}
+
 TEST_CASE("handle depot: a thread that never overflowed its cache leaves the batches another CPU's thread parked; "
           "once it has, it takes them before growing the table; an exiting thread gives back the batches it left") {
   // P (shard 0) parks batches and waits. Q (shard 1), still growing its working set, must

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <set>
 #include <stdexcept>
@@ -285,6 +286,37 @@ PALRT_FRESH_PROCESS(release_heap_pointer) {
   void* p = std::aligned_alloc(64, 64);
   table.release(handle_table_access::forge(p));
   return 0;
+}
+
+TEST_CASE("handle table: blocks carved on two CPUs never share a page; one CPU's blocks fill whole pages") {
+  // A thread's block beside another CPU's thread's costs a line transfer per burst where a
+  // prefetcher reads on from one into the other (internal/block_chunks.hpp). The two CPUs'
+  // runs are forced in turn on this thread; each group of a block's worth of allocations
+  // empties the cache, so the next refill finds no free slot and carves a new block.
+  handle_table table;
+  cell c;
+  const std::size_t per_block = handle_table_access::slots_per_block();
+  constexpr int groups = 12;
+  std::vector<std::pair<int, gc::handle>> hs;
+  for (int group = 0; group < groups; ++group) {
+    handle_table_access::set_block_run(group % 2);
+    for (std::size_t i = 0; i < per_block; ++i) hs.emplace_back(group % 2, table.allocate(handle_kind::strong, &c));
+  }
+  handle_table_access::set_block_run(-1);
+  CHECK(table.counters().blocks == groups);
+  std::map<std::uintptr_t, std::set<int>> runs_of_page;
+  std::set<std::uintptr_t> blocks;
+  for (const auto& [run, h] : hs) {
+    const auto address = reinterpret_cast<std::uintptr_t>(h.address());
+    runs_of_page[address >> 12].insert(run);
+    blocks.insert(address >> 10);
+  }
+  CHECK(blocks.size() == groups);
+  for (const auto& [page, runs] : runs_of_page) CHECK(runs.size() == 1);
+  // 6 blocks of each run: a whole page of 4 and half of another, not 6 pages shared.
+  CHECK(runs_of_page.size() == 4);
+  for (const auto& [run, h] : hs) table.release(h);
+  CHECK(total(table.counters()) == 0);
 }
 
 TEST_CASE("handle table: releasing twice, or a pointer that is no handle of this table, aborts with a message") {

@@ -15,8 +15,8 @@
 // take(): pop a full batch (home shard, then, for a cache that may take from any, the others),
 // copy its slots into the cache, push the container onto the home shard's empty stack.
 // take_left_by(): the same from a shard whose last putter was the exiting thread's cache.
-// put(): pop an empty container (home, then the others, else make some), copy the cache's
-// oldest slots into it, push it full.
+// put(): pop an empty container (home, else make some there, else the other shards'), copy the
+// cache's oldest slots into it, push it full.
 //
 // Why the slots a taker gets are free and its own: P (release) by the putter pairs with P'
 // (acquire) by the taker; every later compare-exchange on the head is a read-modify-write, so
@@ -212,15 +212,23 @@ bool batch_depot::put(detail::handle_cache& cache) noexcept {
   if (!set) return false;
   const std::size_t home = home_shard(*set);
   batch* b = nullptr;
+  // A container from this shard, else a chunk made for it, and another shard's spare only
+  // when no more may be made: containers of one chunk lie side by side, and one that another
+  // CPU's thread fills and empties beside this thread's costs line transfers on every burst
+  // (the prefetchers that read on past the end of a container's slots pull the first lines of
+  // the next one: docs/BENCHMARKS.md). The bound is the same: max_batches containers.
   // A maker that lost the race for a chunk looks again rather than send the slots back to the
   // blocks (where the next refill would mix them with another thread's): the winner pushes
   // its spare containers right after its install, and if they are not there yet, or taken,
   // the next round makes the next chunk. Bounded: every round, one more chunk exists.
   for (;;) {
-    if ((b = pop_any(*set, &shard::empty, home))) break;
+    if ((b = pop(set->shards[home].empty))) break;
     const made m = make_containers(*set, set->shards[home], b);
     if (m == made::here) break;
-    if (m == made::none) return false;
+    if (m == made::none) {
+      if ((b = pop_any(*set, &shard::empty, home))) break;
+      return false;
+    }
   }
   std::memcpy(b->slots, cache.slots, sizeof b->slots);
   // acquire: as for pop_hook (tests only).

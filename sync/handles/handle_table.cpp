@@ -749,6 +749,12 @@ std::size_t handle_table_access::depot_full_batches(const handle_table& table, h
 
 void handle_table_access::set_depot_home_shard(int shard) noexcept { batch_depot::force_home_shard(shard); }
 
+std::size_t handle_table_access::depot_containers(const handle_table& table, handle_kind kind) noexcept {
+  return table.state_->kinds[static_cast<std::size_t>(kind)].depot->containers();
+}
+
+void handle_table_access::set_block_run(int run) noexcept { block_chunks::force_run(run); }
+
 void handle_table_access::set_depot_pop_hook(handle_table& table, handle_kind kind, void (*hook)(void*),
                                              void* context) noexcept {
   batch_depot& depot = *table.state_->kinds[static_cast<std::size_t>(kind)].depot;

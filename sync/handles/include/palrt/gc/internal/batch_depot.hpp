@@ -125,6 +125,8 @@ class batch_depot {
 
   // Tests: the calling thread's home shard in every depot (-1: its CPU's, as normally).
   static void force_home_shard(int shard) noexcept;
+  // Tests: the containers made (relaxed: with no thread using the depot).
+  std::size_t containers() const noexcept { return made_.load(std::memory_order_relaxed); }
   // Tests, with no thread using the depot: full batches on all shards (-1) or on one.
   std::size_t full_batches(int only_shard = -1) const noexcept;
 

@@ -60,11 +60,16 @@ class handle_table_access {
   static void use_depot(handle_table& table, handle_kind kind, std::size_t shards, std::size_t max_batches);
   static std::size_t depot_shards(const handle_table& table, handle_kind kind) noexcept;
   static std::size_t depot_capacity(const handle_table& table, handle_kind kind) noexcept;  // batches
+  // Containers the depot made (full, empty or held), while no thread uses the depot.
+  static std::size_t depot_containers(const handle_table& table, handle_kind kind) noexcept;
   // Full batches in the depot (on shard `shard` only, if not -1): walks its stacks, while no
   // thread uses the depot.
   static std::size_t depot_full_batches(const handle_table& table, handle_kind kind, int shard = -1) noexcept;
   // The calling thread's home shard in every depot (-1: the CPU it runs on, as normally).
   static void set_depot_home_shard(int shard) noexcept;
+  // The calling thread's run of blocks when it carves one (block_chunks.hpp; -1: its CPU's, as
+  // normally), in every table.
+  static void set_block_run(int run) noexcept;
   // Called by every pop of the depot's stacks after it read the top's successor and before
   // its compare-exchange (a test stalls a pop there: the ABA window). Set it while no thread
   // uses the depot, or to null at any time.
