@@ -6,8 +6,9 @@
 // worker's, and the worker pays about one line transfer per item, which a virtual machine's
 // vCPU placement may make cost ~250 ns (docs/BENCHMARKS.md, "post's slow mode"). An entry
 // here is 16 bytes, written in order, so the worker reads four items per line and its walk in
-// address order lets the hardware fetch the next lines while it runs the current ones
-// (measured ~20 ns per item where a node costs ~215: "Packing posted items").
+// address order lets the hardware fetch the next lines while it runs the current ones: tens
+// of nanoseconds per item where a node costs a whole transfer (docs/BENCHMARKS.md, "Packing
+// posted items" and "post without a slow mode").
 //
 // What goes here: post() at work_priority::normal, without a delay, of a callable of at most 8
 // bytes that is trivially copyable and trivially destructible (sync_manager.hpp, small_kind):
@@ -20,9 +21,10 @@
 // one use of one slot, and a ticket for it (the word itself) matches nothing once the slot is
 // reused. Kinds below first_kind are marks: empty (0), taken by the worker (1), cancelled (2).
 //
-// Protocol (positions are 64-bit counters; slot = position % capacity):
-//   claim (any poster): CAS tail t -> t + 1 while t - published_head < capacity and the
-//     closed bit is clear (seq_cst, see below); full or closed: the poster uses a node.
+// Protocol (positions are 64-bit counters; slot = position % capacity; tail holds the next
+// position << 1 | the closed bit):
+//   claim (any poster): CAS tail's position t -> t + 1 while t - published_head < capacity and
+//     the closed bit is clear (seq_cst, see below); full or closed: the poster uses a node.
 //   write: bits (plain), then word = t << 16 | kind (seq_cst store: the release that
 //     publishes the bits, and W1 of the worker's park protocol, worker_state.hpp).
 //   take (the worker, at head h): exchange word -> h << 16 | taken (acquire: the bits). The
