@@ -763,6 +763,39 @@ TEST_CASE("stop: small items in the ring are cancelled and counted, never run; a
   CHECK(m.stop(2s));
 }
 
+TEST_CASE(
+    "stop: a worker detached at its deadline keeps the ring until it has cancelled its items; a new one uses nodes") {
+  sync::sync_manager m;
+  std::atomic<long> runs{0};
+  event_handle entered(event_reset::manual), release(event_reset::manual);
+  m.post(work_priority::high, [entered, release]() mutable {
+    entered.set();
+    (void)sync::wait_one(release);
+  });
+  REQUIRE(sync::wait_one(entered, 10s).status == wait_status::signalled);
+  (void)m.post(work_priority::normal, count_run{&runs});
+  (void)m.post(work_priority::normal, count_run{&runs});
+  REQUIRE(sync_manager_access::ring_items_waiting(m) == 2);
+  CHECK_FALSE(m.stop(1ms));  // held in the item: detached, the ring still its own
+  m.ensure_worker_started();
+  // The new worker serves small items through nodes: the ring's consumer is the old one.
+  (void)m.post(work_priority::normal, count_run{&runs});
+  m.invoke(work_priority::background, [] {});
+  CHECK(runs.load() == 1);
+  release.set();  // the old worker returns, sees its stop, cancels what its ring holds
+  CHECK(eventually([&] { return m.stats().cancelled_at_stop == 2; }));
+  CHECK(m.stop(2s));
+  m.ensure_worker_started();  // the ring is free again: this worker takes it
+  {
+    worker_gate gate(m);
+    (void)m.post(work_priority::normal, count_run{&runs});
+    CHECK(sync_manager_access::ring_items_waiting(m) == 1);
+    gate.release();
+  }
+  m.invoke(work_priority::background, [] {});
+  CHECK(runs.load() == 2);
+}
+
 TEST_CASE("post: a thread that exits with its small items still queued loses none, and none runs twice") {
   sync::sync_manager m;
   const std::size_t items = 1000;
