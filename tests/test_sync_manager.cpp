@@ -606,6 +606,45 @@ TEST_CASE("post: one thread's small items (ring), large items and invokes at nor
   small_log = nullptr;
 }
 
+namespace {
+// The worker held between its look at the ring and its look at the normal inbox.
+std::atomic<bool> looks_armed{false}, looks_held{false}, looks_released{false};
+void hold_between_looks() {
+  if (!looks_armed.exchange(false)) return;
+  looks_held.store(true);
+  while (!looks_released.load()) sched_yield();
+}
+}  // namespace
+
+TEST_CASE(
+    "post: a large item then a small one, posted while the worker is between its two looks: the large one first") {
+  // The worker looks at the ring, then at the nodes (work_queue.cpp). A thread that pushes a
+  // node and writes a ring item between the two looks has the node found by the second: it
+  // runs first. Looked at the other way round, the ring item would be seen and run first.
+  sync::sync_manager m;
+  std::vector<std::uint64_t> log;
+  small_log = &log;
+  m.invoke(work_priority::background, [] {});  // started
+  sync_manager_access::between_ring_and_inbox_looks(&hold_between_looks);
+  for (int round = 0; round < 10; ++round) {
+    looks_held.store(false);
+    looks_released.store(false);
+    looks_armed.store(true);
+    m.post(work_priority::low, [] {});  // the worker looks for work (it may have been already)
+    REQUIRE_MESSAGE(eventually([] { return looks_held.load(); }), "round " << round << ": never held");
+    m.post(work_priority::normal, large_item(2 * static_cast<std::uint64_t>(round)));
+    m.post(work_priority::normal, small_item(2 * static_cast<std::uint64_t>(round) + 1));
+    looks_released.store(true);
+    m.invoke(work_priority::background, [] {});
+  }
+  sync_manager_access::between_ring_and_inbox_looks(nullptr);
+  long out_of_order = 0;
+  for (std::size_t i = 0; i < log.size(); ++i) out_of_order += log[i] != i;
+  CHECK(log.size() == 20);
+  CHECK_MESSAGE(out_of_order == 0, out_of_order << " items ran out of their thread's order");
+  small_log = nullptr;
+}
+
 TEST_CASE("post: producers mixing small and large items racing the worker: each once, each producer's order kept") {
   sync::sync_manager m;
   const std::uint64_t producers = 3;

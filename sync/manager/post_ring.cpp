@@ -3,12 +3,18 @@
 #include "palrt/sync/internal/post_ring.hpp"
 
 #include <sched.h>
+#include <sys/mman.h>
 
 namespace palrt::sync::internal {
 namespace {
 constexpr std::uint64_t closed_bit = 1;
 constexpr std::uint64_t publish_every = 64;
+constexpr std::size_t mapped_bytes = post_ring::capacity * 16;
 }  // namespace
+
+post_ring::~post_ring() {
+  if (slots_) ::munmap(slots_, mapped_bytes);
+}
 
 std::uint64_t post_ring::push(std::uint64_t kind, std::uint64_t bits) noexcept {
   // relaxed: a first guess, checked by the compare-exchange.
@@ -27,23 +33,23 @@ std::uint64_t post_ring::push(std::uint64_t kind, std::uint64_t bits) noexcept {
   e.bits = bits;
   const std::uint64_t w = word(position, kind);
   // seq_cst: the release that publishes the bits, and W1 of the park protocol.
-  e.word.store(w, std::memory_order_seq_cst);
+  word_of(e).store(w, std::memory_order_seq_cst);
   return w;
 }
 
 bool post_ring::cancel(std::uint64_t w) noexcept {
   std::uint64_t expected = w;
   // relaxed: nothing of the entry is read or written but this word, whose own order decides.
-  return slots_[(w >> kind_bits) % capacity].word.compare_exchange_strong(
-      expected, (w & ~std::uint64_t{(1u << kind_bits) - 1}) | cancelled, std::memory_order_relaxed,
-      std::memory_order_relaxed);
+  return word_of(slots_[(w >> kind_bits) % capacity])
+      .compare_exchange_strong(expected, (w & ~std::uint64_t{(1u << kind_bits) - 1}) | cancelled,
+                               std::memory_order_relaxed, std::memory_order_relaxed);
 }
 
 post_ring::taken_item post_ring::take(std::uint64_t& kind, std::uint64_t& bits) noexcept {
   entry& e = slots_[head_ % capacity];
   // acquire: the bits, published by the poster's store. Marking an entry not yet published is
   // harmless: its poster's store comes later in the word's order and overwrites the mark.
-  const std::uint64_t w = e.word.exchange(word(head_, taken), std::memory_order_acquire);
+  const std::uint64_t w = word_of(e).exchange(word(head_, taken), std::memory_order_acquire);
   if ((w >> kind_bits) != (head_ & position_mask)) return taken_item::none;
   const std::uint64_t k = kind_of(w);
   if (k < cancelled) return taken_item::none;  // empty or our own mark: not published yet
@@ -88,6 +94,11 @@ void post_ring::close() noexcept {
 bool post_ring::reopen_if_free() noexcept {
   // acquire: the last worker's head (cancel_all_closed).
   if (!free_.load(std::memory_order_acquire)) return false;
+  if (!slots_) {
+    void* const p = ::mmap(nullptr, mapped_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return false;  // stays closed: small items use nodes
+    slots_ = static_cast<entry*>(p);    // published to the worker and posters by the start
+  }
   free_.store(false, std::memory_order_relaxed);            // relaxed: under the manager's start lock
   tail_.fetch_and(~closed_bit, std::memory_order_seq_cst);  // seq_cst: rare; as close()
   return true;

@@ -275,6 +275,10 @@ void sync_manager_access::before_park(sync_manager& m, void (*hook)(void*), void
   m.state_->before_park_for_test.store(hook, std::memory_order_relaxed);  // relaxed: see its declaration
 }
 
+void sync_manager_access::between_ring_and_inbox_looks(void (*hook)()) noexcept {
+  work_queue::between_looks_for_test.store(hook, std::memory_order_relaxed);  // relaxed: see its declaration
+}
+
 std::uint64_t sync_manager_access::ring_capacity() noexcept { return post_ring::capacity; }
 
 std::uint64_t sync_manager_access::ring_items_waiting(const sync_manager& m) noexcept {

@@ -74,11 +74,18 @@ ready_item work_queue::pop_ready(work_inbox& inbox, std::int64_t now_ns, const p
   for (std::size_t p = work_priority_count; p-- > 0;) {
     fifo& f = ready_[p];
     if (p == normal && ring) {
+      // The ring first, then the inbox: a node pushed before the ring item seen here (by its
+      // post happening before that item's) is then in the inbox, and its stamp, at most the
+      // item's position, puts it first. Looked at the other way round, a thread could push a
+      // node and write a ring item between the two looks, and the item would run first.
+      const bool ring_ready = ring->ready();
+      // relaxed: a test sets it before the posts it times against this window.
+      if (void (*const hook)() = between_looks_for_test.load(std::memory_order_relaxed)) hook();
       // Taken even behind a first node that waits for the ring: the inbox then looks empty,
       // and the worker parks until the ring item it waits for is written (its poster wakes it).
       if (inbox.has_items(p)) accept(inbox.take(p));
       if (f.head && f.head->ring_stamp <= ring->head()) return {pop_front(f), false};
-      if (ring->ready()) return {nullptr, true};
+      if (ring_ready) return {nullptr, true};
       if (f.head) return {};
       continue;
     }

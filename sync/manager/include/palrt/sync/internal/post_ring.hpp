@@ -48,7 +48,10 @@
 // Order with the node path (sync_manager.hpp: the oldest item of a priority first, a thread's
 // posts in its order). A normal-priority node records, before its push, the ring's tail
 // (ring_stamp, work_node.hpp). The worker runs the first node of its normal FIFO only once the
-// ring's head has reached that stamp, and before the ring's item at the head. Every ring item
+// ring's head has reached that stamp, and before the ring's item at the head; it looks at the
+// ring's head before it takes the inbox's new nodes, so that a node pushed before the item it
+// sees there is among them (work_queue.cpp: the other way round, a thread could push a node
+// and write an item between the two looks, and the item would run first). Every ring item
 // whose post happens before the node's has a position below the stamp (its claim happened
 // before the stamp was read: coherence of tail), so it runs first; every ring item whose post
 // happens after the node's has a position at least the stamps of that node and of every node
@@ -61,7 +64,6 @@
 // (reopen_if_free() fails), and the ring reopens at a later start.
 #pragma once
 
-#include <array>
 #include <atomic>
 #include <cstdint>
 
@@ -72,6 +74,11 @@ using small_task_fn = void (*)(std::uint64_t);
 
 class post_ring {
  public:
+  post_ring() noexcept = default;
+  post_ring(const post_ring&) = delete;
+  post_ring& operator=(const post_ring&) = delete;
+  ~post_ring();
+
   // 4096 entries, 64 KiB: the worker runs far more than that between two looks at a poster's
   // backlog, and a poster that finds it full only pays a node.
   static constexpr std::uint64_t capacity = 4096;
@@ -104,7 +111,7 @@ class post_ring {
   // Whether the item at the head is published (or cancelled: the worker has something to do).
   // seq_cst: W2' of the park protocol (worker_state.hpp).
   bool ready() const noexcept {
-    const std::uint64_t w = slots_[head_ % capacity].word.load(std::memory_order_seq_cst);
+    const std::uint64_t w = word_of(slots_[head_ % capacity]).load(std::memory_order_seq_cst);
     return (w >> kind_bits) == (head_ & position_mask) && kind_of(w) >= cancelled;
   }
   enum class taken_item { item, skipped, none };
@@ -120,7 +127,8 @@ class post_ring {
   // --- The manager's lifecycle (under its start lock) ---
   void close() noexcept;
   // Opens the ring for a new worker if its last one gave it up (or it never had one): true,
-  // and the next worker to start takes it. false: a detached worker still holds it.
+  // and the next worker to start takes it. false: a detached worker still holds it, or the
+  // first open could not map the entries (small items then use nodes).
   bool reopen_if_free() noexcept;
   // After reopen_if_free() for a worker that then failed to start: closed, and free again.
   // What was queued stays for the next worker.
@@ -133,10 +141,15 @@ class post_ring {
  private:
   static constexpr std::uint64_t position_mask = (std::uint64_t{1} << (64 - kind_bits)) - 1;
 
+  // Plain words in zero-filled pages, the word accessed through std::atomic_ref only: the
+  // entries are mapped, not constructed, so that a manager that never posts a small item (or
+  // has not yet) has not written, nor faulted in, 64 KiB at its bootstrap.
   struct alignas(16) entry {
-    std::atomic<std::uint64_t> word{0};
-    std::uint64_t bits = 0;  // written by the claimer before its publish, read by the taker after
+    std::uint64_t word;
+    std::uint64_t bits;  // written by the claimer before its publish, read by the taker after
   };
+  static std::atomic_ref<std::uint64_t> word_of(entry& e) noexcept { return std::atomic_ref<std::uint64_t>(e.word); }
+  static_assert(sizeof(entry) == 16 && std::atomic_ref<std::uint64_t>::required_alignment <= alignof(std::uint64_t));
 
   // position << 1 | closed. Starts closed: the first start opens it (reopen_if_free).
   alignas(64) std::atomic<std::uint64_t> tail_{1};
@@ -146,7 +159,9 @@ class post_ring {
   alignas(64) std::uint64_t head_ = 0;
   // Whether the ring has no worker (none yet, or the last one gave it up).
   std::atomic<bool> free_{true};
-  alignas(64) std::array<entry, capacity> slots_{};
+  // capacity entries, mapped at the first reopen_if_free() (anonymous pages: zero, and
+  // faulted in only as posts reach them); before it, no worker and no post touches them.
+  entry* slots_ = nullptr;
 };
 
 // Kinds are process-wide (small_task_kinds.cpp): a kind >= first_kind for `run`, or 0 once

@@ -33,6 +33,9 @@ class sync_manager_access {
   // is about to park: a test holds it there while it posts (null: no hook). Set it while the
   // worker is held in a work item or before it starts.
   static void before_park(sync_manager& m, void (*hook)(void*), void* arg) noexcept;
+  // Calls hook() on the worker between its look at the small-item ring and its look at the
+  // normal-priority inbox (work_queue.cpp), in every manager (null: none).
+  static void between_ring_and_inbox_looks(void (*hook)()) noexcept;
   // How many small items the ring holds before posts of them use nodes (post_ring.hpp), and
   // how many are in it now (only while the worker is held, as items_waiting).
   static std::uint64_t ring_capacity() noexcept;

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 
 #include "palrt/sync/internal/work_inbox.hpp"
@@ -45,6 +46,11 @@ class work_queue {
   // head has reached its stamp, else the ring's head item if published; a first node that
   // waits for a ring item still being written holds back the priorities below it too.
   ready_item pop_ready(work_inbox& inbox, std::int64_t now_ns, const post_ring* ring) noexcept;
+
+  // Tests: called by pop_ready() between its look at the ring and its look at the normal
+  // inbox, to hold the worker there while a test posts (sync_manager_access). One relaxed
+  // load per pop: the line stays in the worker's cache.
+  static inline std::atomic<void (*)()> between_looks_for_test{nullptr};
   // The earliest timer (cancelled or not), or null; and its removal.
   work_node* first_timer() const noexcept { return timers_.head; }
   void remove_first_timer() noexcept;
