@@ -11,9 +11,11 @@
 // `palrt-bench invoke --threads 2`'s post case; every posted item increments its poster's
 // counter (release), as there, and each poster keeps at most 1024 items outstanding, reading
 // its counter only when it reaches the limit. Variants, each in its own round, interleaved:
-//   palrt-nodes   sync_manager::post at normal priority: a 128-byte node per item, pushed on
-//                 the inbox's stack, taken in lists by the worker (the consumer is palrt's
-//                 worker, pinned by an invoke).
+//   palrt-nodes   sync_manager::post at normal priority of a 16-byte callable: a 128-byte
+//                 node per item, pushed on the inbox's stack, taken in lists by the worker (the
+//                 consumer is palrt's worker, pinned by an invoke).
+//   palrt-ring    the same with the 8-byte callable palrt-bench posts, which palrt now queues
+//                 in its small-item ring (internal/post_ring.hpp): the design probed here.
 //   spsc-xchg     one single-producer ring per poster, 16-byte entries {function, argument},
 //                 4 per line; the consumer takes each entry with one exchange (so the first of
 //                 a line asks for the line exclusive at once) and publishes its read position
@@ -278,7 +280,9 @@ struct mpmc_with_heads {
   std::array<std::uint64_t, posters> head_seen{};  // each poster's own, on its own line below
 };
 
-round_result palrt_round(double seconds, int poster_cpu, int consumer_cpu) {
+// small: posts the 8-byte callable palrt-bench posts (the ring); otherwise the same padded to
+// 16 bytes (a node).
+round_result palrt_round(double seconds, int poster_cpu, int consumer_cpu, bool small) {
   sync::sync_manager manager;
   manager.ensure_worker_started();
   const clockid_t worker_clock = manager.invoke(sync::work_priority::normal, [consumer_cpu] {
@@ -286,20 +290,18 @@ round_result palrt_round(double seconds, int poster_cpu, int consumer_cpu) {
     return this_thread_cpu_clock();
   });
   std::array<counter, posters> done{};
+  const auto post = [&](int, std::atomic<std::uint64_t>& executed) {
+    if (small) {
+      manager.post(sync::work_priority::normal, [&executed] { executed.fetch_add(1, std::memory_order_release); });
+    } else {
+      manager.post(sync::work_priority::normal,
+                   [&executed, one = std::uint64_t{1}] { executed.fetch_add(one, std::memory_order_release); });
+    }
+  };
   // Warm the pool to its steady size, as palrt-bench's warm-up slice does.
-  (void)drive(
-      seconds / 10, poster_cpu,
-      [&](int, std::atomic<std::uint64_t>& executed) {
-        manager.post(sync::work_priority::normal, [&executed] { executed.fetch_add(1, std::memory_order_release); });
-      },
-      done);
+  (void)drive(seconds / 10, poster_cpu, post, done);
   const std::int64_t cpu0 = cpu_time(worker_clock).count();
-  const auto [items, wall] = drive(
-      seconds, poster_cpu,
-      [&](int, std::atomic<std::uint64_t>& executed) {
-        manager.post(sync::work_priority::normal, [&executed] { executed.fetch_add(1, std::memory_order_release); });
-      },
-      done);
+  const auto [items, wall] = drive(seconds, poster_cpu, post, done);
   const std::int64_t cpu = cpu_time(worker_clock).count() - cpu0;
   (void)manager.stop();
   return {static_cast<double>(items) * 1e9 / static_cast<double>(wall),
@@ -327,7 +329,8 @@ int run(double seconds, int rounds) {
     std::vector<double> rate, cpu;
   };
   std::vector<variant> variants;
-  variants.push_back({"palrt-nodes", [&] { return palrt_round(seconds, poster_cpu, consumer_cpu); }, {}, {}});
+  variants.push_back({"palrt-nodes", [&] { return palrt_round(seconds, poster_cpu, consumer_cpu, false); }, {}, {}});
+  variants.push_back({"palrt-ring", [&] { return palrt_round(seconds, poster_cpu, consumer_cpu, true); }, {}, {}});
   variants.push_back({"spsc-xchg",
                       [&] {
                         return ring_round<spsc_pair>(
