@@ -27,9 +27,12 @@
 //     the closed bit is clear (seq_cst, see below); full or closed: the poster uses a node.
 //   write: bits (plain), then word = t << 16 | kind (seq_cst store: the release that
 //     publishes the bits, and W1 of the worker's park protocol, worker_state.hpp).
-//   take (the worker, at head h): exchange word -> h << 16 | taken (acquire: the bits). The
-//     one access asks for the line exclusive at once: a load first would fetch it shared and
-//     the write then upgrade it, two transfers. The result says what was there:
+//   take (the worker, at head h): exchange word -> h << 16 | taken (acquire: the bits): one
+//     read-modify-write, since the worker must both see the item and keep a canceller from
+//     it. (The worker's look for work, ready(), loads the word first; in the probe of
+//     docs/BENCHMARKS.md a load before the write cost no more than the write alone: the
+//     worker's per-item cost is the lines it walks, not how it takes each.) The result says
+//     what was there:
 //       h's word with a kind: the item, ours to run; cancelled: skipped; anything else: not
 //       published yet (a poster between its claim and its write), and the poster's write,
 //       later in the word's modification order, overwrites our mark: we look again later.
