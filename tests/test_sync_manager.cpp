@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -542,6 +543,375 @@ TEST_CASE("wake-up: an item posted while the worker parks (or is about to) alway
     }
   }
   CHECK_MESSAGE(lost == 0, "an item posted to a parking worker did not run within 10 s: a lost wake-up");
+}
+
+// --- Small items: the ring of 16-byte entries (internal/post_ring.hpp) -----------------------
+
+namespace {
+
+// Small items carry at most 8 bytes of captures: their own number, and they find the log
+// through this pointer. Only the worker appends while items run; a test reads the log after
+// an invoke that runs after them.
+std::vector<std::uint64_t>* small_log = nullptr;
+
+auto small_item(std::uint64_t code) {
+  return [code] { small_log->push_back(code); };
+}
+// The same record from a node: 48 bytes of captures are too many for the ring.
+auto large_item(std::uint64_t code) {
+  return [code, pad = std::array<std::uint64_t, 5>{}] {
+    (void)pad;
+    small_log->push_back(code);
+  };
+}
+
+// One callable type for many items: a ticket's slot comes round again with the same kind.
+struct count_run {
+  std::atomic<long>* runs;
+  void operator()() const { runs->fetch_add(1); }
+};
+
+}  // namespace
+
+TEST_CASE("post: one thread's small items (ring), large items and invokes at normal priority run in its order") {
+  sync::sync_manager m;
+  std::vector<std::uint64_t> log;
+  small_log = &log;
+  std::uint64_t code = 0;
+  {
+    worker_gate gate(m);  // all queued before any runs
+    for (int round = 0; round < 50; ++round) {
+      m.post(work_priority::normal, small_item(code++));
+      m.post(work_priority::normal, small_item(code++));
+      m.post(work_priority::normal, large_item(code++));
+      m.post(work_priority::normal, small_item(code++));
+    }
+    CHECK(sync_manager_access::ring_items_waiting(m) == 150);  // the small ones took the ring
+    gate.release();
+  }
+  // Racing a running worker, with this thread's invokes between its posts.
+  for (int round = 0; round < 2000; ++round) {
+    m.post(work_priority::normal, small_item(code++));
+    if (round % 3 == 0) m.post(work_priority::normal, large_item(code++));
+    if (round % 50 == 0) {
+      const std::uint64_t mine = code++;
+      m.invoke(work_priority::normal, [mine] { small_log->push_back(mine); });
+    }
+  }
+  m.invoke(work_priority::background, [] {});  // after everything above
+  long out_of_order = 0;
+  for (std::size_t i = 0; i < log.size(); ++i) out_of_order += log[i] != i;
+  CHECK(log.size() == code);
+  CHECK_MESSAGE(out_of_order == 0, out_of_order << " items ran out of their thread's order");
+  small_log = nullptr;
+}
+
+namespace {
+// The worker held between its look at the ring and its look at the normal inbox.
+std::atomic<bool> looks_armed{false}, looks_held{false}, looks_released{false};
+void hold_between_looks() {
+  if (!looks_armed.exchange(false)) return;
+  looks_held.store(true);
+  while (!looks_released.load()) sched_yield();
+}
+}  // namespace
+
+TEST_CASE(
+    "post: a large item then a small one, posted while the worker is between its two looks: the large one first") {
+  // The worker looks at the ring, then at the nodes (work_queue.cpp). A thread that pushes a
+  // node and writes a ring item between the two looks has the node found by the second: it
+  // runs first. Looked at the other way round, the ring item would be seen and run first.
+  sync::sync_manager m;
+  std::vector<std::uint64_t> log;
+  small_log = &log;
+  m.invoke(work_priority::background, [] {});  // started
+  sync_manager_access::between_ring_and_inbox_looks(&hold_between_looks);
+  for (int round = 0; round < 10; ++round) {
+    looks_held.store(false);
+    looks_released.store(false);
+    looks_armed.store(true);
+    m.post(work_priority::low, [] {});  // the worker looks for work (it may have been already)
+    REQUIRE_MESSAGE(eventually([] { return looks_held.load(); }), "round " << round << ": never held");
+    m.post(work_priority::normal, large_item(2 * static_cast<std::uint64_t>(round)));
+    m.post(work_priority::normal, small_item(2 * static_cast<std::uint64_t>(round) + 1));
+    looks_released.store(true);
+    m.invoke(work_priority::background, [] {});
+  }
+  sync_manager_access::between_ring_and_inbox_looks(nullptr);
+  long out_of_order = 0;
+  for (std::size_t i = 0; i < log.size(); ++i) out_of_order += log[i] != i;
+  CHECK(log.size() == 20);
+  CHECK_MESSAGE(out_of_order == 0, out_of_order << " items ran out of their thread's order");
+  small_log = nullptr;
+}
+
+TEST_CASE("post: producers mixing small and large items racing the worker: each once, each producer's order kept") {
+  sync::sync_manager m;
+  const std::uint64_t producers = 3;
+  const std::uint64_t per_producer = 5000 * static_cast<std::uint64_t>(palrt::testing::scale());
+  std::vector<std::uint64_t> log;  // producer << 32 | sequence
+  log.reserve(producers * per_producer);
+  small_log = &log;
+  std::vector<std::thread> threads;
+  for (std::uint64_t t = 0; t < producers; ++t) {
+    threads.emplace_back([&m, t, per_producer] {
+      for (std::uint64_t i = 0; i < per_producer; ++i) {
+        if ((i + t) % 5 == 0) {
+          m.post(work_priority::normal, large_item(t << 32 | i));
+        } else {
+          m.post(work_priority::normal, small_item(t << 32 | i));
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  m.invoke(work_priority::background, [] {});
+  std::vector<long> last(producers, -1);
+  long order_breaks = 0;
+  for (const std::uint64_t r : log) {
+    const long seq = static_cast<long>(r & 0xffffffff);
+    long& l = last[r >> 32];
+    order_breaks += seq != l + 1;
+    l = seq;
+  }
+  CHECK(log.size() == producers * per_producer);  // none lost, none twice (with the order check)
+  CHECK_MESSAGE(order_breaks == 0, order_breaks << " items did not run right after their producer's previous one");
+  small_log = nullptr;
+}
+
+TEST_CASE("post: small items that find the ring full go through nodes, and all keep their order") {
+  sync::sync_manager m;
+  std::vector<std::uint64_t> log;
+  small_log = &log;
+  const std::uint64_t items = sync_manager_access::ring_capacity() + 1000;
+  {
+    worker_gate gate(m);
+    for (std::uint64_t i = 0; i < items; ++i) m.post(work_priority::normal, small_item(i));
+    // Full: the worker lets posters reuse what it ran in steps of 64 items.
+    CHECK(sync_manager_access::ring_items_waiting(m) > sync_manager_access::ring_capacity() - 64);
+    CHECK(sync_manager_access::items_waiting(m) == items + 0);  // the rest in nodes
+    gate.release();
+  }
+  m.invoke(work_priority::background, [] {});
+  long out_of_order = 0;
+  for (std::size_t i = 0; i < log.size(); ++i) out_of_order += log[i] != i;
+  CHECK(log.size() == items);
+  CHECK_MESSAGE(out_of_order == 0, out_of_order << " items ran out of order");
+  small_log = nullptr;
+}
+
+TEST_CASE("cancel: a small item in the ring, exactly once; its ticket cancels nothing once its slot is reused") {
+  sync::sync_manager m;
+  std::atomic<long> runs{0};
+  sync::work_ticket first, second;
+  {
+    worker_gate gate(m);
+    first = m.post(work_priority::normal, count_run{&runs});
+    second = m.post(work_priority::normal, count_run{&runs});
+    REQUIRE(sync_manager_access::ring_items_waiting(m) == 2);
+    CHECK(m.cancel(first));
+    CHECK_FALSE(m.cancel(first));  // already cancelled
+    gate.release();
+  }
+  const std::uint64_t parks = m.invoke(work_priority::normal, [&m] { return sync_manager_access::parks(m); });
+  CHECK(runs.load() == 1);
+  CHECK_FALSE(m.cancel(second));  // ran
+  // Parked, the worker has told posters where it is: a lap of the ring now reaches the
+  // cancelled item's slot again, with an item of the same kind there.
+  REQUIRE(eventually([&] { return sync_manager_access::parks(m) > parks; }));
+  {
+    worker_gate gate(m);
+    for (std::uint64_t i = 0; i < sync_manager_access::ring_capacity() - 1; ++i)
+      (void)m.post(work_priority::normal, count_run{&runs});
+    CHECK(sync_manager_access::ring_items_waiting(m) == sync_manager_access::ring_capacity() - 1);
+    CHECK_FALSE(m.cancel(first));
+    CHECK_FALSE(m.cancel(second));
+    gate.release();
+  }
+  m.invoke(work_priority::background, [] {});
+  CHECK(runs.load() == static_cast<long>(sync_manager_access::ring_capacity()));
+}
+
+TEST_CASE("cancel: small items racing the worker, exactly one of 'cancel returned true' and 'the item ran'") {
+  sync::sync_manager m;
+  const long items = 20000 * palrt::testing::scale();
+  std::vector<std::atomic<long>> runs(static_cast<std::size_t>(items));
+  std::vector<sync::work_ticket> tickets(static_cast<std::size_t>(items));
+  std::vector<char> cancelled(static_cast<std::size_t>(items), 0);
+  std::atomic<long> published{0};
+  long second_cancels = 0;
+  std::thread canceller([&] {
+    for (long i = 0; i < items; i += 2) {
+      // acquire: the ticket written before the release below.
+      while (published.load(std::memory_order_acquire) <= i) sched_yield();
+      const auto slot = static_cast<std::size_t>(i);
+      cancelled[slot] = m.cancel(tickets[slot]);
+      second_cancels += m.cancel(tickets[slot]);
+      if (i >= 5000) second_cancels += m.cancel(tickets[slot - 5000]);  // long done or cancelled
+    }
+  });
+  for (long i = 0; i < items; ++i) {
+    const auto slot = static_cast<std::size_t>(i);
+    tickets[slot] = m.post(work_priority::normal, count_run{&runs[slot]});
+    published.store(i + 1, std::memory_order_release);  // release: the ticket
+  }
+  canceller.join();
+  m.invoke(work_priority::background, [] {});
+  long ran_and_cancelled = 0, neither = 0, doubled = 0, cancelled_count = 0;
+  for (long i = 0; i < items; ++i) {
+    const auto slot = static_cast<std::size_t>(i);
+    const long r = runs[slot].load();
+    doubled += r > 1;
+    ran_and_cancelled += r == 1 && cancelled[slot];
+    neither += r == 0 && !cancelled[slot];
+    cancelled_count += cancelled[slot];
+  }
+  CHECK_MESSAGE(ran_and_cancelled == 0, ran_and_cancelled << " items ran although their cancel returned true");
+  CHECK_MESSAGE(neither == 0, neither << " items neither ran nor were cancelled (lost)");
+  CHECK_MESSAGE(doubled == 0, doubled << " items ran more than once");
+  CHECK_MESSAGE(second_cancels == 0, second_cancels << " repeated or stale cancels returned true");
+  MESSAGE(cancelled_count << " of " << items / 2 << " cancels came before the worker");
+}
+
+TEST_CASE("stop: small items in the ring are cancelled and counted, never run; a restart serves them again") {
+  sync::sync_manager m;
+  std::atomic<long> runs{0};
+  {
+    worker_gate gate(m);
+    (void)m.post(work_priority::normal, count_run{&runs});
+    const sync::work_ticket t = m.post(work_priority::normal, count_run{&runs});
+    (void)m.post(work_priority::normal, count_run{&runs});
+    REQUIRE(sync_manager_access::ring_items_waiting(m) == 3);
+    CHECK(m.cancel(t));
+    m.request_stop();
+    CHECK(error_of([&] { m.post(work_priority::normal, count_run{&runs}); }) == ESHUTDOWN);
+    gate.release();
+  }
+  CHECK(m.stop(2s));
+  CHECK(runs.load() == 0);
+  CHECK(m.stats().cancelled_at_stop == 2);  // the cancelled one is cancel()'s, not the stop's
+  m.ensure_worker_started();
+  {
+    worker_gate gate(m);
+    (void)m.post(work_priority::normal, count_run{&runs});
+    CHECK(sync_manager_access::ring_items_waiting(m) == 1);  // the ring serves the new worker
+    gate.release();
+  }
+  m.invoke(work_priority::background, [] {});
+  CHECK(runs.load() == 1);
+  CHECK(m.stop(2s));
+}
+
+TEST_CASE(
+    "stop: a worker detached at its deadline keeps the ring until it has cancelled its items; a new one uses nodes") {
+  sync::sync_manager m;
+  std::atomic<long> runs{0};
+  event_handle entered(event_reset::manual), release(event_reset::manual);
+  m.post(work_priority::high, [entered, release]() mutable {
+    entered.set();
+    (void)sync::wait_one(release);
+  });
+  REQUIRE(sync::wait_one(entered, 10s).status == wait_status::signalled);
+  (void)m.post(work_priority::normal, count_run{&runs});
+  (void)m.post(work_priority::normal, count_run{&runs});
+  REQUIRE(sync_manager_access::ring_items_waiting(m) == 2);
+  CHECK_FALSE(m.stop(1ms));  // held in the item: detached, the ring still its own
+  m.ensure_worker_started();
+  // The new worker serves small items through nodes: the ring's consumer is the old one.
+  (void)m.post(work_priority::normal, count_run{&runs});
+  m.invoke(work_priority::background, [] {});
+  CHECK(runs.load() == 1);
+  release.set();  // the old worker returns, sees its stop, cancels what its ring holds
+  CHECK(eventually([&] { return m.stats().cancelled_at_stop == 2; }));
+  CHECK(m.stop(2s));
+  m.ensure_worker_started();  // the ring is free again: this worker takes it
+  {
+    worker_gate gate(m);
+    (void)m.post(work_priority::normal, count_run{&runs});
+    CHECK(sync_manager_access::ring_items_waiting(m) == 1);
+    gate.release();
+  }
+  m.invoke(work_priority::background, [] {});
+  CHECK(runs.load() == 2);
+}
+
+TEST_CASE("post: a thread that exits with its small items still queued loses none, and none runs twice") {
+  sync::sync_manager m;
+  const std::size_t items = 1000;
+  std::vector<std::atomic<long>> runs(items);
+  {
+    worker_gate gate(m);
+    std::thread poster([&] {
+      for (std::size_t i = 0; i < items; ++i) m.post(work_priority::normal, count_run{&runs[i]});
+    });
+    poster.join();  // gone, its items queued
+    CHECK(sync_manager_access::ring_items_waiting(m) == items);
+    gate.release();
+  }
+  m.invoke(work_priority::background, [] {});
+  check_each_ran_once(runs);
+}
+
+TEST_CASE("steady state: small items allocate no queue node") {
+  sync::sync_manager m;
+  std::atomic<long> runs{0};
+  m.invoke(work_priority::background, [] {});
+  const std::uint64_t made = sync_manager_access::node_allocations(m);
+  for (int round = 0; round < 200; ++round) {
+    for (int i = 0; i < 64; ++i) m.post(work_priority::normal, count_run{&runs});
+    m.invoke(work_priority::background, [] {});
+  }
+  CHECK(runs.load() == 200 * 64);
+  CHECK_MESSAGE(sync_manager_access::node_allocations(m) == made, "small items took queue nodes");
+}
+
+TEST_CASE("wake-up: a small or large item posted while the worker is held between its last look and its park runs") {
+  // The window the park protocol closes (worker_state.hpp, fence pair W): the worker has
+  // announced its park and looked for work a last time, finding none, and has not yet called
+  // the futex wait. A poster that publishes now must see the announcement and wake it, or the
+  // item waits for a wake-up that never comes.
+  // The round whose park the hook holds next (-1: none), the round it holds now, and the
+  // last round the test has let go. Atomics, not events: a round's release and the next
+  // round's arming follow each other at once, and the hook spins (yielding) until let go.
+  struct hold {
+    std::atomic<int> armed{-1};
+    std::atomic<int> held{-1};
+    std::atomic<int> released{-1};
+  } h;
+  sync::sync_manager m;
+  sync_manager_access::before_park(
+      m,
+      [](void* arg) {
+        hold& held = *static_cast<hold*>(arg);
+        const int round = held.armed.exchange(-1);
+        if (round < 0) return;
+        held.held.store(round);
+        while (held.released.load() < round) sched_yield();
+      },
+      &h);  // before the worker starts: its start publishes the hook
+  std::atomic<long> runs{0};
+  const int rounds = 20;
+  h.armed.store(0);
+  m.ensure_worker_started();  // then idle: it parks, held
+  for (int round = 0; round < rounds; ++round) {
+    REQUIRE_MESSAGE(eventually([&] { return h.held.load() == round; }), "round " << round << ": never held");
+    if (round % 2 == 0) {
+      m.post(work_priority::normal, count_run{&runs});  // the ring
+    } else {
+      m.post(work_priority::normal, [&runs, pad = std::array<std::uint64_t, 5>{}] {  // a node
+        (void)pad;
+        runs.fetch_add(1);
+      });
+    }
+    // The park after this item is held too; armed before the release, so that it cannot come
+    // first.
+    if (round + 1 < rounds) h.armed.store(round + 1);
+    h.released.store(round);
+    // Polled, not asked by an invoke: a post of ours would wake the worker itself.
+    CHECK_MESSAGE(eventually([&] { return runs.load() == round + 1; }),
+                  "round " << round << ": the item posted at the park never ran (a lost wake-up)");
+  }
+  h.released.store(rounds);  // a round still armed after a failure: let it go before the stop
 }
 
 TEST_CASE("idle: a worker with nothing to do parks (seen sleeping in /proc) and stays parked") {

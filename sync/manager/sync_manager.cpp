@@ -48,8 +48,20 @@ void sync_manager::start_locked() {
   if (stopped_ && worker_.started()) (void)worker_.join();
   if (worker_.started()) return;
   state_->inbox.reopen();
+  // The ring goes to the worker launched now, unless a detached one still holds it: then this
+  // worker serves small items through nodes (post_ring.hpp).
+  const bool ring_handed = state_->ring.reopen_if_free();
+  state_->ring_for_next_worker.store(ring_handed, std::memory_order_seq_cst);
   stopped_ = false;
-  worker_.launch();
+  try {
+    worker_.launch();
+  } catch (...) {
+    if (ring_handed) {
+      state_->ring_for_next_worker.store(false, std::memory_order_seq_cst);
+      state_->ring.unclaim();  // what is queued there waits for the next worker
+    }
+    throw;
+  }
   // The service loop runs its work once per wake-up; the worker's work is its own loop, which
   // returns only at a stop. One wake-up enters it.
   worker_.wake();
@@ -92,6 +104,7 @@ void sync_manager::request_stop() noexcept {
 void sync_manager::request_stop_locked() noexcept {
   worker_ready_.store(false, std::memory_order_relaxed);  // relaxed: posters re-check under the locks
   stopped_ = true;
+  state_->ring.close();  // first: the inbox's last head says both are closed (W1 of fence pair W)
   state_->inbox.close();
   worker_.request_stop();
   // After the close (W1 of worker_state.hpp's fence pair W): a worker about to park sees the
@@ -146,6 +159,8 @@ work_ticket sync_manager::post_task(work_priority priority, std::optional<std::c
   n.invoke = nullptr;
   n.posted = std::move(fn);
   n.timed = delay.has_value();
+  // Before the push: the order with the small items (post_ring.hpp).
+  n.ring_stamp = !delay && priority == work_priority::normal ? s.ring.stamp() : 0;
   if (delay) {
     const std::int64_t now = palrt_monotonic_ns();
     // A delay past the end of the clock's range is "never" in practice: clamp, not overflow.
@@ -163,11 +178,29 @@ work_ticket sync_manager::post_task(work_priority priority, std::optional<std::c
   return ticket;
 }
 
+std::optional<work_ticket> sync_manager::post_small(std::uint64_t kind, std::uint64_t bits) {
+  // One relaxed load (fork_stamp): cheap beside the claim below.
+  if (state_->made.forked()) [[unlikely]]
+    refuse_in_forked_child("post");
+  // acquire: pairs with the release in the starts.
+  if (!worker_ready_.load(std::memory_order_acquire)) start_for_work("post");
+  internal::worker_state& s = *state_;
+  const std::uint64_t word = s.ring.push(kind, bits);
+  if (!word) return std::nullopt;  // full or closed: the node path queues it, or refuses
+  s.wake_if_sleeping();
+  return work_ticket(&s, nullptr, word);
+}
+
+std::uint64_t sync_manager::register_small_kind(void (*run)(std::uint64_t)) noexcept {
+  return internal::register_small_task_kind(run);
+}
+
 bool sync_manager::cancel(const work_ticket& ticket) noexcept {
   if (state_->made.forked()) return false;  // the parent's manager, in a child (fork.hpp)
   internal::worker_state& s = *state_;
-  // Another manager's node belongs in its queue and pool: never touch it here.
-  if (!ticket.node_ || ticket.owner_ != &s) return false;
+  if (ticket.owner_ != &s) return false;  // another manager's item: never touch it here
+  // A small item's ring entry (post_ring.hpp); a default ticket's word 0 names nothing.
+  if (!ticket.node_) return ticket.id_ != 0 && s.ring.cancel(ticket.id_);
   internal::work_node& n = *ticket.node_;
   // The pool never frees a node, so the claim word of a reused node is safe to read; its
   // generation no longer matches and the compare-exchange fails (work_node.hpp).
@@ -194,6 +227,8 @@ void sync_manager::invoke_function(work_priority priority, function_ref fn) {
   call->node.priority = priority;
   call->node.invoke = call.get();
   call->node.timed = false;
+  // Before the push: the order with the small items (post_ring.hpp).
+  call->node.ring_stamp = priority == work_priority::normal ? s.ring.stamp() : 0;
   call->node.mark_queued();  // generation 0 for good: no ticket names an invoke
   if (!s.inbox.push(call->node)) {
     internal::return_invoke_context(std::move(call));
@@ -232,7 +267,22 @@ std::uint64_t sync_manager_access::node_allocations(const sync_manager& m) noexc
 }
 
 std::uint64_t sync_manager_access::items_waiting(const sync_manager& m) noexcept {
-  return m.state_->inbox.count_waiting();
+  return m.state_->inbox.count_waiting() + m.state_->ring.waiting();
+}
+
+void sync_manager_access::before_park(sync_manager& m, void (*hook)(void*), void* arg) noexcept {
+  m.state_->before_park_arg_for_test = arg;
+  m.state_->before_park_for_test.store(hook, std::memory_order_relaxed);  // relaxed: see its declaration
+}
+
+void sync_manager_access::between_ring_and_inbox_looks(void (*hook)()) noexcept {
+  work_queue::between_looks_for_test.store(hook, std::memory_order_relaxed);  // relaxed: see its declaration
+}
+
+std::uint64_t sync_manager_access::ring_capacity() noexcept { return post_ring::capacity; }
+
+std::uint64_t sync_manager_access::ring_items_waiting(const sync_manager& m) noexcept {
+  return m.state_->ring.waiting();
 }
 
 std::uint64_t sync_manager_access::node_pool_bound(std::uint64_t most_queued) noexcept {

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "palrt/sync/internal/work_queue.hpp"
 
+#include "palrt/sync/internal/post_ring.hpp"
+
 namespace palrt::sync::internal {
 
 void work_queue::append(fifo& f, work_node& n) noexcept {
@@ -62,19 +64,36 @@ void work_queue::remove_first_timer() noexcept {
   n->prev = n->next = nullptr;
 }
 
-work_node* work_queue::pop_ready(work_inbox& inbox, std::int64_t now_ns) noexcept {
+ready_item work_queue::pop_ready(work_inbox& inbox, std::int64_t now_ns, const post_ring* ring) noexcept {
   while (timers_.head && timers_.head->due_ns <= now_ns) {
     work_node& due = *timers_.head;
     remove_first_timer();
     append(ready_[static_cast<std::size_t>(due.priority)], due);
   }
+  constexpr auto normal = static_cast<std::size_t>(work_priority::normal);
   for (std::size_t p = work_priority_count; p-- > 0;) {
     fifo& f = ready_[p];
+    if (p == normal && ring) {
+      // The ring first, then the inbox: a node pushed before the ring item seen here (by its
+      // post happening before that item's) is then in the inbox, and its stamp, at most the
+      // item's position, puts it first. Looked at the other way round, a thread could push a
+      // node and write a ring item between the two looks, and the item would run first.
+      const bool ring_ready = ring->ready();
+      // relaxed: a test sets it before the posts it times against this window.
+      if (void (*const hook)() = between_looks_for_test.load(std::memory_order_relaxed)) hook();
+      // Taken even behind a first node that waits for the ring: the inbox then looks empty,
+      // and the worker parks until the ring item it waits for is written (its poster wakes it).
+      if (inbox.has_items(p)) accept(inbox.take(p));
+      if (f.head && f.head->ring_stamp <= ring->head()) return {pop_front(f), false};
+      if (ring_ready) return {nullptr, true};
+      if (f.head) return {};
+      continue;
+    }
     // Timed items taken here join the timers; a due one is seen at the next pop.
     if (!f.head && inbox.has_items(p)) accept(inbox.take(p));
-    if (work_node* n = pop_front(f)) return n;
+    if (work_node* n = pop_front(f)) return {n, false};
   }
-  return nullptr;
+  return {};
 }
 
 work_node* work_queue::take_all() noexcept {

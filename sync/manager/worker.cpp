@@ -22,6 +22,9 @@ namespace palrt::sync::internal {
 // it.
 struct worker_local {
   const worker_state* state = nullptr;
+  // The small-item ring, if it was handed to this worker at its launch (post_ring.hpp: one
+  // consumer at a time); null for a worker launched while a detached one still held it.
+  post_ring* ring = nullptr;
   work_queue queue;
   adaptive_spin spin;
   work_node* spent = nullptr;  // linked through pool_free_next (indices), newest first
@@ -66,6 +69,7 @@ void worker_state::wake() noexcept {
 void worker_state::run(const std::atomic<bool>& stop) {
   worker_local local;
   local.state = this;
+  if (ring_for_next_worker.exchange(false, std::memory_order_seq_cst)) local.ring = &ring;
   worker_local* const outer = current_local;
   current_local = &local;
   int since_process_check = 0;
@@ -104,7 +108,7 @@ bool worker_state::spin_for_work() {
   // a park then costs a futex wait here and a futex wake there (tens of microseconds on a
   // virtual machine). The spin reads the inbox heads only (no write), so it does not slow the
   // posters it waits for more than a look at their line costs.
-  if (!current_local->spin.spin([this] { return inbox.has_any(); })) return false;
+  if (!current_local->spin.spin([this] { return work_visible(); })) return false;
   return run_one();
 }
 
@@ -112,11 +116,26 @@ void worker_state::skip(work_node& n) noexcept {
   if (n.skip(n.generation)) pool.give(n);
 }
 
+bool worker_state::work_visible() const noexcept {
+  const post_ring* const r = current_local->ring;
+  return inbox.has_any() || (r && r->ready());
+}
+
 bool worker_state::run_one() {
   worker_local& local = *current_local;
   for (;;) {
     // The clock only matters with timers queued (a vDSO read is ~20 ns, per item).
-    work_node* const n = local.queue.pop_ready(inbox, local.queue.has_timers() ? palrt_monotonic_ns() : 0);
+    const ready_item next =
+        local.queue.pop_ready(inbox, local.queue.has_timers() ? palrt_monotonic_ns() : 0, local.ring);
+    if (next.from_ring) {
+      std::uint64_t kind = 0, bits = 0;
+      switch (local.ring->take(kind, bits)) {
+        case post_ring::taken_item::item: run_small(kind, bits); return true;
+        case post_ring::taken_item::skipped: continue;   // cancelled: it never runs
+        case post_ring::taken_item::none: return false;  // not reached: pop_ready saw it published, and only we take
+      }
+    }
+    work_node* const n = next.node;
     if (!n) return false;
     if (n->try_claim(n->generation)) {
       run_item(*n);
@@ -152,6 +171,14 @@ void worker_state::run_item(work_node& n) noexcept {
   if (++local.spent_count >= spent_batch) return_spent();
 }
 
+void worker_state::run_small(std::uint64_t kind, std::uint64_t bits) noexcept {
+  try {
+    small_task_function(kind)(bits);
+  } catch (...) {
+    failed_items.fetch_add(1, std::memory_order_relaxed);  // as run_item's
+  }
+}
+
 std::int64_t worker_state::next_due_ns(worker_local& local) noexcept {
   while (work_node* const t = local.queue.first_timer()) {
     // relaxed: a state that left `queued` never returns to it within a generation, so a
@@ -166,6 +193,9 @@ std::int64_t worker_state::next_due_ns(worker_local& local) noexcept {
 
 void worker_state::sleep() noexcept {
   worker_local& local = *current_local;
+  // Posters may reuse what we ran while we are parked (and a poster that found the ring full
+  // used a node meanwhile: still right, only slower).
+  if (local.ring) local.ring->publish_head();
   const bool epoll = processes.active();
   const std::int64_t due = next_due_ns(local);
   // seq_cst: W2 of fence pair W (worker_state.hpp).
@@ -173,7 +203,7 @@ void worker_state::sleep() noexcept {
   // W2': the inbox loads are seq_cst. A process watched since `epoll` was read: its
   // open_process() may have found us running and not woken us, so look again rather than
   // park on the futex (process_monitor.hpp).
-  if (inbox.has_any() || inbox.closed() || epoll != processes.active()) {
+  if (work_visible() || inbox.closed() || epoll != processes.active()) {
     // relaxed: we do not park after all; a poster that still reads the old value only makes
     // a needless wake().
     sleep_word.store(running, std::memory_order_relaxed);
@@ -184,6 +214,7 @@ void worker_state::sleep() noexcept {
     sleep_word.store(running, std::memory_order_relaxed);  // relaxed: as above
     return;
   }
+  if (void (*const hook)(void*) = before_park_for_test.load(std::memory_order_relaxed)) hook(before_park_arg_for_test);
   parks.fetch_add(1, std::memory_order_relaxed);  // relaxed: see its declaration
   if (epoll) {
     std::optional<timespec> timeout;
@@ -229,6 +260,9 @@ void worker_state::cancel_all(worker_local& local) noexcept {
   // What this worker took from the inbox was queued before the stop (the inbox was open when
   // it took it): it never runs now, even if a new worker serves the manager already.
   cancel_list(local.queue.take_all());
+  // The ring's items, all claimed before the stop closed it; then the ring is free for the
+  // next worker (post_ring.hpp). relaxed: a statistic.
+  if (local.ring) cancelled_at_stop.fetch_add(local.ring->cancel_all_closed(), std::memory_order_relaxed);
   // What is still in the inbox, only while it is closed: restarted after this worker missed
   // its stop deadline, the inbox belongs to the new worker now.
   for (std::size_t p = work_priority_count; p-- > 0;) cancel_list(inbox.take_if_closed(p));

@@ -18,8 +18,18 @@
 // returning its result or rethrowing its exception in the caller. The worker runs the oldest
 // item of the highest priority first (work_priority.hpp). post_after() runs an item once a
 // delay has passed. cancel() removes a posted item that has not started.
+// Small items (below) keep that order with the rest: of two untimed items of one priority, one
+// posted or invoked after the other's post returned runs after it, whichever path each took. The
+// price: a thread preempted in the middle of a small post (between claiming its entry and
+// writing it, a few instructions) holds back the normal-priority items after it, and the
+// lower priorities, until it runs again.
 //
-// Allocation and locks: none in steady state. Posted items' queue nodes come from a lock-free
+// Allocation and locks: none in steady state. A small item posted at normal priority without
+// a delay (a callable of at most 8 bytes, trivially copyable and destructible: a lambda that
+// captures one pointer or reference, a function pointer) goes into a ring of 16-byte entries,
+// four to a cache line, which is what the worker pays for per item when the callers run on
+// another CPU (internal/post_ring.hpp; docs/BENCHMARKS.md, "Packing posted items"). Other
+// posted items' queue nodes come from a lock-free
 // pool (node_pool.hpp) and a function of up to task::inline_size bytes is stored in the node;
 // each calling thread's invoke context (its wait word and queue node) is leased from a
 // thread-local single-slot pool (lease_slot.hpp). post() and invoke() hand their node to the
@@ -71,9 +81,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -92,7 +104,8 @@ struct work_node;
 }  // namespace internal
 
 // Names one posted item of one sync_manager, for that manager's cancel(). Valid as long as
-// its sync_manager is.
+// its sync_manager is. A small item's ticket names its ring entry by the entry's word (its
+// position, which never repeats, and kind), with no node.
 class work_ticket {
  public:
   work_ticket() noexcept = default;  // names nothing
@@ -102,8 +115,10 @@ class work_ticket {
   work_ticket(const internal::worker_state* owner, internal::work_node* node, std::uint64_t id) noexcept
       : owner_(owner), node_(node), id_(id) {}
   const internal::worker_state* owner_ = nullptr;  // the manager that issued it
-  internal::work_node* node_ = nullptr;
-  std::uint64_t id_ = 0;  // the node's generation when posted: a reused node has another
+  internal::work_node* node_ = nullptr;            // null for a small item's
+  // The node's generation when posted (a reused node has another), or a small item's entry
+  // word (post_ring.hpp).
+  std::uint64_t id_ = 0;
 };
 
 class sync_manager {
@@ -126,6 +141,17 @@ class sync_manager {
   // if the worker cannot start, std::bad_alloc; nothing is queued then.
   template <class F>
   work_ticket post(work_priority priority, F&& fn) {
+    using D = std::decay_t<F>;
+    if constexpr (posts_small<D>) {
+      if (priority == work_priority::normal) {
+        if (const std::uint64_t kind = small_kind<D>()) {
+          std::uint64_t bits = 0;
+          std::memcpy(&bits, static_cast<const void*>(std::addressof(fn)), sizeof(D));
+          // Empty: the ring was full or closed, and `fn` is untouched for the node path.
+          if (const std::optional<work_ticket> t = post_small(kind, bits)) return *t;
+        }
+      }
+    }
     return post_task(priority, std::nullopt, task(std::forward<F>(fn)));
   }
   // The same, to run once `delay` (>= 0, monotonic) has passed; then in priority order with
@@ -196,6 +222,31 @@ class sync_manager {
  private:
   friend class internal::sync_manager_access;
   work_ticket post_task(work_priority priority, std::optional<std::chrono::nanoseconds> delay, task fn);
+
+  // Small items (internal/post_ring.hpp): a callable that is run from a copy of its bytes.
+  template <class D>
+  static constexpr bool posts_small =
+      sizeof(D) <= sizeof(std::uint64_t) &&
+      alignof(D) <= alignof(std::uint64_t) && std::is_trivially_copyable_v<D>&& std::is_trivially_destructible_v<D>;
+  template <class D>
+  static void run_small(std::uint64_t bits) {
+    // A trivially copyable object's bytes copied into storage are that object (C++20's
+    // implicit object creation), so it runs from a copy as it would from the original.
+    alignas(D) unsigned char storage[sizeof(D)];
+    std::memcpy(storage, &bits, sizeof(D));
+    (*std::launder(reinterpret_cast<D*>(storage)))();
+  }
+  // D's kind, registered the first time D is posted; 0 once every kind is taken (D then uses
+  // nodes).
+  template <class D>
+  static std::uint64_t small_kind() noexcept {
+    static const std::uint64_t kind = register_small_kind(&run_small<D>);
+    return kind;
+  }
+  static std::uint64_t register_small_kind(void (*run)(std::uint64_t)) noexcept;
+  // Queues a small item at normal priority in the ring; empty (nothing queued) if the ring is
+  // full or closed. Throws like post() otherwise.
+  std::optional<work_ticket> post_small(std::uint64_t kind, std::uint64_t bits);
   void invoke_function(work_priority priority, function_ref fn);
   // The lazy start: throws sync_error(ESHUTDOWN) after a stop, or what the start throws.
   void start_for_work(const char* operation);

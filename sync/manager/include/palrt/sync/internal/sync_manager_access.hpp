@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // What tests reach in the sync manager beyond its public API: its worker's service thread
-// (tid, name, wake-ups), read-only, the pools' allocation counts, and the worker's parks.
+// (tid, name, wake-ups), read-only, the pools' allocation counts, the worker's parks, and a
+// hook that holds the worker just before it parks.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +29,17 @@ class sync_manager_access {
   // Invoke contexts allocated by all threads because their slot was empty (a thread's first
   // invoke, or a nested one).
   static std::uint64_t invoke_context_allocations() noexcept;
+  // Calls hook(arg) on the worker each time it has looked for work a last time, found none, and
+  // is about to park: a test holds it there while it posts (null: no hook). Set it while the
+  // worker is held in a work item or before it starts.
+  static void before_park(sync_manager& m, void (*hook)(void*), void* arg) noexcept;
+  // Calls hook() on the worker between its look at the small-item ring and its look at the
+  // normal-priority inbox (work_queue.cpp), in every manager (null: none).
+  static void between_ring_and_inbox_looks(void (*hook)()) noexcept;
+  // How many small items the ring holds before posts of them use nodes (post_ring.hpp), and
+  // how many are in it now (only while the worker is held, as items_waiting).
+  static std::uint64_t ring_capacity() noexcept;
+  static std::uint64_t ring_items_waiting(const sync_manager& m) noexcept;
 };
 
 }  // namespace palrt::sync::internal

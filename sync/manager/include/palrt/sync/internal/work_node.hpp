@@ -45,6 +45,10 @@ struct alignas(64) work_node {
   work_priority priority = work_priority::normal;
   bool timed = false;       // post_after: goes to the timer list, due at due_ns
   std::int64_t due_ns = 0;  // CLOCK_MONOTONIC
+  // An untimed normal-priority node: the small-item ring's tail when it was posted; the worker
+  // runs it once the ring's head has reached it (post_ring.hpp, "Order with the node path").
+  // 0 for the others. Written by the poster before publishing the node.
+  std::uint64_t ring_stamp = 0;
 
   task posted;                       // a posted item's work
   invoke_context* invoke = nullptr;  // an invoked item's caller

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 
 #include "palrt/sync/internal/work_inbox.hpp"
@@ -20,6 +21,15 @@
 #include "palrt/sync/work_priority.hpp"
 
 namespace palrt::sync::internal {
+
+class post_ring;
+
+// What pop_ready() found: a node, or the small-item ring's head item (post_ring::take()).
+struct ready_item {
+  work_node* node = nullptr;
+  bool from_ring = false;
+  explicit operator bool() const noexcept { return node || from_ring; }
+};
 
 class work_queue {
  public:
@@ -30,8 +40,17 @@ class work_queue {
   // `now_ns` is read by the caller then), then removes and returns the oldest item of the
   // highest priority, taking from the inbox where needed: a priority's inbox holds items newer
   // than its FIFO, so it is taken when its FIFO is empty, and the inboxes of the priorities
-  // above the one returned are all looked at first. null if nothing is ready.
-  work_node* pop_ready(work_inbox& inbox, std::int64_t now_ns) noexcept;
+  // above the one returned are all looked at first. Nothing if nothing is ready.
+  // With `ring` (the worker's small-item ring, or null): normal priority merges the ring with
+  // its FIFO by the nodes' ring stamps (post_ring.hpp): the FIFO's first node once the ring's
+  // head has reached its stamp, else the ring's head item if published; a first node that
+  // waits for a ring item still being written holds back the priorities below it too.
+  ready_item pop_ready(work_inbox& inbox, std::int64_t now_ns, const post_ring* ring) noexcept;
+
+  // Tests: called by pop_ready() between its look at the ring and its look at the normal
+  // inbox, to hold the worker there while a test posts (sync_manager_access). One relaxed
+  // load per pop: the line stays in the worker's cache.
+  static inline std::atomic<void (*)()> between_looks_for_test{nullptr};
   // The earliest timer (cancelled or not), or null; and its removal.
   work_node* first_timer() const noexcept { return timers_.head; }
   void remove_first_timer() noexcept;

@@ -28,6 +28,9 @@
 // re-read finds the node. A poster acting between the worker's W2 and W2' is the first case;
 // a worker parking between the poster's W1 and W1' is the second. No wake-up is lost.
 // A stop is a poster too: it closes the inbox (W1, on every head) and then reads the word.
+// The small-item ring (post_ring.hpp) is one more place W1 may write and W2' reads: a ring
+// poster's W1 is its entry's seq_cst publish, and the worker's W2' reads the entry at its
+// ring's head (post_ring::ready(), seq_cst).
 #pragma once
 
 #include <atomic>
@@ -36,6 +39,7 @@
 #include "palrt/pal/internal/fork_generation.hpp"
 #include "palrt/sync/internal/invoke_context.hpp"
 #include "palrt/sync/internal/node_pool.hpp"
+#include "palrt/sync/internal/post_ring.hpp"
 #include "palrt/sync/internal/process_monitor.hpp"
 #include "palrt/sync/internal/work_inbox.hpp"
 #include "palrt/sync/internal/work_queue.hpp"
@@ -47,8 +51,18 @@ struct worker_local;
 class worker_state {
  public:
   work_inbox inbox;
+  post_ring ring;
   node_pool pool;
   process_monitor processes;
+  // Set by the start that reopened the ring (post_ring::reopen_if_free) for the worker it
+  // launches, which takes it at the start of its loop. seq_cst for simplicity: once a start.
+  std::atomic<bool> ring_for_next_worker{false};
+
+  // Tests: called by the worker after its last look for work and before it parks (futex or
+  // epoll), to hold it there while another thread posts. relaxed: set while the worker cannot
+  // be parking (a test sets it, then makes the worker park, which publishes it).
+  std::atomic<void (*)(void*)> before_park_for_test{nullptr};
+  void* before_park_arg_for_test = nullptr;
 
   // relaxed: statistics.
   std::atomic<std::uint64_t> failed_items{0};  // posted items whose work threw
@@ -89,6 +103,9 @@ class worker_state {
   // it; true if it ran one.
   bool spin_for_work();
   void run_item(work_node& n) noexcept;
+  void run_small(std::uint64_t kind, std::uint64_t bits) noexcept;
+  // Whether the inbox or the worker's ring has something (seq_cst loads: W2').
+  bool work_visible() const noexcept;
   // After try_claim() failed on `n`: forgets it, handing it back to the pool if the canceller
   // is done with it (work_node.hpp).
   void skip(work_node& n) noexcept;
