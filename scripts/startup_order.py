@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""palrt-startup's startup order: the functions its timed runs execute, for the linker to
-lay out side by side (lld's --symbol-ordering-file; meson.build says why and when).
+"""palrt-startup's startup order: the functions its timed runs execute and the data they
+touch, for the linker to lay out side by side (lld's --symbol-ordering-file; meson.build
+says why and when).
 
 On the 2-vCPU VMs palrt is measured on, a page's first touch costs 9-16 us, a thousand
 instructions' worth elsewhere. A run of palrt-startup executes ~60 KB of its own code, spread
@@ -15,7 +16,11 @@ code takes two.
 Both run PALRT_STARTUP under callgrind (valgrind) and list the functions of the executable
 itself that ran (their mangled names; libc's are another object). `write` runs it the ways
 scripts/bench-startup.sh times it (no option, --sync-worker eager, --order threads-first),
-each REPEATS times, and puts the plain run's functions first, then what the others add.
+each REPEATS times, and puts the plain run's functions first, then what the others add;
+then the data objects of the executable the plain run reads or writes (valgrind's lackey:
+every load and store), so that the few its .data and .bss pages hold for a run share pages
+(the C++ runtime's unused iostream and locale objects, and palrt's tables a run does not use,
+go after them).
 Which functions a run executes depends a little on timing: whether a service thread reaches
 its loop, or parks, before the shutdown asks it to stop; callgrind runs one thread at a time,
 and a busy machine moves its switches. Hence the repeats, and a check that looks at the plain
@@ -24,6 +29,7 @@ file does not list than timing alone explains, and then the file is stale: `writ
 up to date. What the other runs miss it reports without failing.
 """
 import argparse
+import bisect
 import os
 import re
 import subprocess
@@ -40,9 +46,10 @@ TOLERATED_MISSING = 6
 
 HEADER = """\
 # palrt-startup's startup order (lld --symbol-ordering-file): the functions of the executable
-# that its timed runs execute, laid out side by side so that a run touches 2 windows of its
-# text instead of ~13. Written by scripts/startup_order.py write (callgrind); checked by the
-# startup-order test. Not a source of truth for anything else: a stale line costs a page fault.
+# that its timed runs execute, laid out side by side so that a run touches 2-4 windows of its
+# text instead of ~13, then the data objects a run touches, so that they share pages.
+# Written by scripts/startup_order.py write (callgrind, lackey); checked by the startup-order
+# test. Not a source of truth for anything else: a stale line costs a page fault.
 """
 
 
@@ -89,6 +96,49 @@ def executed_functions(binary, args):
     return found
 
 
+def data_symbols(binary):
+    """(start, end, name) of the executable's data objects: initialised, zeroed, read-only, and
+    the weak and unique ones (static members of templates, their guard variables)."""
+    out = subprocess.run(["nm", "-S", "--defined-only", binary], capture_output=True, text=True, check=True).stdout
+    found = []
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 4 and parts[2] in "bBdDrRgGsSVvu":
+            start, size = int(parts[0], 16), int(parts[1], 16)
+            if size:
+                found.append((start, start + size, parts[3]))
+    found.sort()
+    return found
+
+
+def touched_data(binary, args):
+    """The executable's data objects a run with `args` loads from or stores to, in the order
+    first touched (lackey traces every access; its addresses are the process's own, and the
+    executable is not position-independent in the build that uses the order)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        log = os.path.join(tmp, "lackey.log")
+        run = subprocess.run(["valgrind", "--tool=lackey", "--trace-mem=yes", "--log-file=" + log, binary, *args],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if run.returncode != 0:
+            sys.exit("startup_order.py: %s %s failed under lackey (exit %d):\n%s"
+                     % (binary, " ".join(args), run.returncode, run.stderr[-2000:]))
+        symbols = data_symbols(binary)
+        starts = [s[0] for s in symbols]
+        seen, found = set(), []
+        with open(log, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if len(line) < 4 or line[0] != " " or line[1] not in "LSM":
+                    continue
+                address = int(line[3:].split(",", 1)[0], 16)
+                k = bisect.bisect_right(starts, address) - 1
+                if k >= 0 and address < symbols[k][1]:
+                    name = symbols[k][2]
+                    if name not in seen:
+                        seen.add(name)
+                        found.append(name)
+    return found
+
+
 def union_of(binary, runs):
     ordered, seen = [], set()
     for args in runs:
@@ -107,10 +157,13 @@ def main():
     a = parser.parse_args()
     if a.mode == "write":
         executed = union_of(a.binary, [args for args in RUNS for _ in range(REPEATS)])
+        functions = set(executed)
+        executed += [name for name in touched_data(a.binary, PLAIN) if name not in functions]
         with open(a.order_file, "w", encoding="utf-8") as f:
             f.write(HEADER)
             f.write("".join(name + "\n" for name in executed))
-        print("startup_order.py: %d functions written to %s" % (len(executed), a.order_file))
+        print("startup_order.py: %d functions and %d data objects written to %s"
+              % (len(functions), len(executed) - len(functions), a.order_file))
         return 0
     listed = set()
     with open(a.order_file, encoding="utf-8") as f:
