@@ -189,7 +189,9 @@ bool managed_thread::join_for(std::chrono::nanoseconds timeout) {
   const boost::this_thread::disable_interruption no_interruption;
   // A thread asked to stop usually finishes within tens of microseconds: stay awake for it.
   if (!impl_->finished->event.wait_for(timeout, std::chrono::microseconds(200))) return false;
-  // The thread is past its body: this returns promptly, unless its exit runs long (see above).
+  // The thread is past its thread_locals and Boost's exit (exit_event): this returns
+  // promptly, glibc's last steps are left (without the key, see exit_key: unless the
+  // thread's way out runs long).
   impl_->thread.join();
   return true;
 }
