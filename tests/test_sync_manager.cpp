@@ -458,6 +458,28 @@ TEST_CASE("post: producers racing a running worker: each item exactly once, each
   CHECK_MESSAGE(fifo_breaks == 0, fifo_breaks << " items ran before an earlier item of their producer and priority");
 }
 
+namespace {
+// A cancel race's outcome: each item ran once or its cancel returned true, never both, never
+// neither; a second or stale cancel never returned true. Every other item was cancelled.
+template <class Count>
+void check_cancel_race(const std::vector<std::atomic<Count>>& runs, const std::vector<char>& cancelled,
+                       long second_cancels) {
+  long ran_and_cancelled = 0, neither = 0, doubled = 0, cancelled_count = 0;
+  for (std::size_t slot = 0; slot < runs.size(); ++slot) {
+    const Count r = runs[slot].load();
+    doubled += r > 1;
+    ran_and_cancelled += r == 1 && cancelled[slot];
+    neither += r == 0 && !cancelled[slot];
+    cancelled_count += cancelled[slot];
+  }
+  CHECK_MESSAGE(ran_and_cancelled == 0, ran_and_cancelled << " items ran although their cancel returned true");
+  CHECK_MESSAGE(neither == 0, neither << " items neither ran nor were cancelled (lost)");
+  CHECK_MESSAGE(doubled == 0, doubled << " items ran more than once");
+  CHECK_MESSAGE(second_cancels == 0, second_cancels << " repeated or stale cancels returned true");
+  MESSAGE(cancelled_count << " of " << runs.size() / 2 << " cancels came before the worker");
+}
+}  // namespace
+
 TEST_CASE("cancel: racing the worker, exactly one of 'cancel returned true' and 'the item ran' holds for each item") {
   sync::sync_manager m;
   const long items = 20000 * palrt::testing::scale();
@@ -487,20 +509,7 @@ TEST_CASE("cancel: racing the worker, exactly one of 'cancel returned true' and 
   }
   canceller.join();
   m.invoke(work_priority::background, [] {});
-  long ran_and_cancelled = 0, neither = 0, doubled = 0, cancelled_count = 0;
-  for (long i = 0; i < items; ++i) {
-    const auto slot = static_cast<std::size_t>(i);
-    const int r = runs[slot].load();
-    doubled += r > 1;
-    ran_and_cancelled += r == 1 && cancelled[slot];
-    neither += r == 0 && !cancelled[slot];
-    cancelled_count += cancelled[slot];
-  }
-  CHECK_MESSAGE(ran_and_cancelled == 0, ran_and_cancelled << " items ran although their cancel returned true");
-  CHECK_MESSAGE(neither == 0, neither << " items neither ran nor were cancelled (lost)");
-  CHECK_MESSAGE(doubled == 0, doubled << " items ran more than once");
-  CHECK_MESSAGE(second_cancels == 0, second_cancels << " repeated cancels returned true");
-  MESSAGE(cancelled_count << " of " << items / 2 << " cancels came before the worker");
+  check_cancel_race(runs, cancelled, second_cancels);
   // Cancelled nodes go back to the pool (the worker meets them later, or the canceller hands
   // them back): rounds of posting and cancelling a batch reach a steady state, not a leak.
   const auto cancel_round = [&] {
@@ -757,20 +766,7 @@ TEST_CASE("cancel: small items racing the worker, exactly one of 'cancel returne
   }
   canceller.join();
   m.invoke(work_priority::background, [] {});
-  long ran_and_cancelled = 0, neither = 0, doubled = 0, cancelled_count = 0;
-  for (long i = 0; i < items; ++i) {
-    const auto slot = static_cast<std::size_t>(i);
-    const long r = runs[slot].load();
-    doubled += r > 1;
-    ran_and_cancelled += r == 1 && cancelled[slot];
-    neither += r == 0 && !cancelled[slot];
-    cancelled_count += cancelled[slot];
-  }
-  CHECK_MESSAGE(ran_and_cancelled == 0, ran_and_cancelled << " items ran although their cancel returned true");
-  CHECK_MESSAGE(neither == 0, neither << " items neither ran nor were cancelled (lost)");
-  CHECK_MESSAGE(doubled == 0, doubled << " items ran more than once");
-  CHECK_MESSAGE(second_cancels == 0, second_cancels << " repeated or stale cancels returned true");
-  MESSAGE(cancelled_count << " of " << items / 2 << " cancels came before the worker");
+  check_cancel_race(runs, cancelled, second_cancels);
 }
 
 TEST_CASE("stop: small items in the ring are cancelled and counted, never run; a restart serves them again") {
