@@ -459,14 +459,43 @@ TEST_CASE("post: producers racing a running worker: each item exactly once, each
 }
 
 namespace {
-// A cancel race's outcome: each item ran once or its cancel returned true, never both, never
-// neither; a second or stale cancel never returned true. Every other item was cancelled.
-template <class Count>
-void check_cancel_race(const std::vector<std::atomic<Count>>& runs, const std::vector<char>& cancelled,
-                       long second_cancels) {
+enum class stale_ticket { cancelled_only, any };
+
+// Posts `items` items with post_one(i, its run counter) while another thread cancels every
+// other one as soon as its ticket is published, racing the worker, cancels it again, and
+// cancels the ticket `stale_distance` items back (`any`: whatever became of it; or only one
+// it cancelled). Then each item ran once or its cancel returned true, never both, never
+// neither, and no second or stale cancel returned true.
+template <class PostOne>
+void race_cancels(sync::sync_manager& m, long stale_distance, stale_ticket stale, PostOne post_one) {
+  const long items = 20000 * palrt::testing::scale();
+  std::vector<std::atomic<long>> runs(static_cast<std::size_t>(items));
+  std::vector<sync::work_ticket> tickets(static_cast<std::size_t>(items));
+  std::vector<char> cancelled(static_cast<std::size_t>(items), 0);
+  std::atomic<long> published{0};
+  long second_cancels = 0;
+  std::thread canceller([&] {
+    for (long i = 0; i < items; i += 2) {
+      // acquire: the ticket written before the release below.
+      while (published.load(std::memory_order_acquire) <= i) sched_yield();
+      const auto slot = static_cast<std::size_t>(i);
+      cancelled[slot] = m.cancel(tickets[slot]);
+      second_cancels += m.cancel(tickets[slot]);
+      if (i < stale_distance) continue;
+      const auto old = slot - static_cast<std::size_t>(stale_distance);
+      if (stale == stale_ticket::any || cancelled[old]) second_cancels += m.cancel(tickets[old]);
+    }
+  });
+  for (long i = 0; i < items; ++i) {
+    const auto slot = static_cast<std::size_t>(i);
+    tickets[slot] = post_one(i, runs[slot]);
+    published.store(i + 1, std::memory_order_release);  // release: the ticket
+  }
+  canceller.join();
+  m.invoke(work_priority::background, [] {});
   long ran_and_cancelled = 0, neither = 0, doubled = 0, cancelled_count = 0;
   for (std::size_t slot = 0; slot < runs.size(); ++slot) {
-    const Count r = runs[slot].load();
+    const long r = runs[slot].load();
     doubled += r > 1;
     ran_and_cancelled += r == 1 && cancelled[slot];
     neither += r == 0 && !cancelled[slot];
@@ -476,40 +505,21 @@ void check_cancel_race(const std::vector<std::atomic<Count>>& runs, const std::v
   CHECK_MESSAGE(neither == 0, neither << " items neither ran nor were cancelled (lost)");
   CHECK_MESSAGE(doubled == 0, doubled << " items ran more than once");
   CHECK_MESSAGE(second_cancels == 0, second_cancels << " repeated or stale cancels returned true");
-  MESSAGE(cancelled_count << " of " << runs.size() / 2 << " cancels came before the worker");
+  MESSAGE(cancelled_count << " of " << items / 2 << " cancels came before the worker");
 }
 }  // namespace
 
 TEST_CASE("cancel: racing the worker, exactly one of 'cancel returned true' and 'the item ran' holds for each item") {
   sync::sync_manager m;
-  const long items = 20000 * palrt::testing::scale();
-  std::vector<std::atomic<int>> runs(static_cast<std::size_t>(items));
-  std::vector<sync::work_ticket> tickets(static_cast<std::size_t>(items));
-  std::vector<char> cancelled(static_cast<std::size_t>(items), 0);
-  std::atomic<long> published{0};
-  long second_cancels = 0;  // a second cancel of the same ticket must fail
-  std::thread canceller([&] {
-    // Cancels every other item as soon as its ticket is published, racing the worker, which
-    // runs items as fast as they come; nodes are reused meanwhile, so stale tickets meet nodes
-    // that serve newer items.
-    for (long i = 0; i < items; i += 2) {
-      // acquire: the ticket written before the release below.
-      while (published.load(std::memory_order_acquire) <= i) sched_yield();
-      const auto slot = static_cast<std::size_t>(i);
-      cancelled[slot] = m.cancel(tickets[slot]);
-      second_cancels += m.cancel(tickets[slot]);
-      // A ticket from far back: its node has very likely been reused by now.
-      if (i >= 1000) second_cancels += cancelled[slot - 1000] && m.cancel(tickets[slot - 1000]);
-    }
+  // Every priority, so items of a lower one may still wait 1000 items later: only a ticket
+  // cancelled already must not cancel again. Nodes are reused meanwhile, so stale tickets meet
+  // nodes that serve newer items.
+  race_cancels(m, 1000, stale_ticket::cancelled_only, [&m](long i, std::atomic<long>& runs) {
+    return m.post(static_cast<work_priority>(i % 4), [&runs, i] {
+      (void)i;  // 16 bytes of capture: a node, not the small-item ring
+      runs.fetch_add(1);
+    });
   });
-  for (long i = 0; i < items; ++i) {
-    const auto slot = static_cast<std::size_t>(i);
-    tickets[slot] = m.post(static_cast<work_priority>(i % 4), [&runs, slot] { runs[slot].fetch_add(1); });
-    published.store(i + 1, std::memory_order_release);  // release: the ticket
-  }
-  canceller.join();
-  m.invoke(work_priority::background, [] {});
-  check_cancel_race(runs, cancelled, second_cancels);
   // Cancelled nodes go back to the pool (the worker meets them later, or the canceller hands
   // them back): rounds of posting and cancelling a batch reach a steady state, not a leak.
   const auto cancel_round = [&] {
@@ -743,30 +753,10 @@ TEST_CASE("cancel: a small item in the ring, exactly once; its ticket cancels no
 
 TEST_CASE("cancel: small items racing the worker, exactly one of 'cancel returned true' and 'the item ran'") {
   sync::sync_manager m;
-  const long items = 20000 * palrt::testing::scale();
-  std::vector<std::atomic<long>> runs(static_cast<std::size_t>(items));
-  std::vector<sync::work_ticket> tickets(static_cast<std::size_t>(items));
-  std::vector<char> cancelled(static_cast<std::size_t>(items), 0);
-  std::atomic<long> published{0};
-  long second_cancels = 0;
-  std::thread canceller([&] {
-    for (long i = 0; i < items; i += 2) {
-      // acquire: the ticket written before the release below.
-      while (published.load(std::memory_order_acquire) <= i) sched_yield();
-      const auto slot = static_cast<std::size_t>(i);
-      cancelled[slot] = m.cancel(tickets[slot]);
-      second_cancels += m.cancel(tickets[slot]);
-      if (i >= 5000) second_cancels += m.cancel(tickets[slot - 5000]);  // long done or cancelled
-    }
-  });
-  for (long i = 0; i < items; ++i) {
-    const auto slot = static_cast<std::size_t>(i);
-    tickets[slot] = m.post(work_priority::normal, count_run{&runs[slot]});
-    published.store(i + 1, std::memory_order_release);  // release: the ticket
-  }
-  canceller.join();
-  m.invoke(work_priority::background, [] {});
-  check_cancel_race(runs, cancelled, second_cancels);
+  // One priority: 5000 items later an item has long run or been cancelled, and its ticket
+  // names a reused ring slot.
+  race_cancels(m, 5000, stale_ticket::any,
+               [&m](long, std::atomic<long>& runs) { return m.post(work_priority::normal, count_run{&runs}); });
 }
 
 TEST_CASE("stop: small items in the ring are cancelled and counted, never run; a restart serves them again") {
